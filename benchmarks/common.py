@@ -1,0 +1,20 @@
+"""What a family's benchmark cases look like. benchmarks/run.py times every Case of every
+`benchmarks/cases_<family>.py` (a module with `cases(device) -> list[Case]`)."""
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass
+class Case:
+    family: str
+    op: str
+    shape: str                # human-readable size, e.g. "B=2^21 D=16"
+    dtype: str                # "float32", "bfloat16", ...
+    ours: Callable            # called as ours(*args)
+    reference: Callable | None  # the plain-PyTorch baseline, called as reference(*args); also torch.compiled
+    args: tuple = ()
+    bytes: int = 0            # fewest bytes the op must move (each input read once, each output written once)
+    flops: int = 0            # arithmetic the op must do (0 when memory-bound)
+    compile: bool = True      # also time torch.compile(reference)
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)

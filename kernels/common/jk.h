@@ -1,0 +1,73 @@
+// Shared host-side helpers for every family: op registration under the build's
+// namespace, and argument checks whose messages name the argument.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/macros/Macros.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#ifndef JK_NAMESPACE
+#error "JK_NAMESPACE is set by loader.py (-DJK_NAMESPACE=jk_<family>_<key>); build families through the loader"
+#endif
+
+// TORCH_LIBRARY pastes its namespace argument, so expand JK_NAMESPACE one macro level up.
+#define JK_LIBRARY_EXPANDED(ns, m) TORCH_LIBRARY(ns, m)
+#define JK_LIBRARY(m) JK_LIBRARY_EXPANDED(JK_NAMESPACE, m)
+#define JK_LIBRARY_IMPL_EXPANDED(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+#define JK_LIBRARY_IMPL(key, m) JK_LIBRARY_IMPL_EXPANDED(JK_NAMESPACE, key, m)
+
+namespace jk {
+
+inline bool is_supported_float(at::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+}
+
+// float32 / float64 / float16 / bfloat16.
+inline void check_float(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(is_supported_float(t.scalar_type()), name,
+                    " must be float32, float64, float16 or bfloat16, got ", t.scalar_type());
+}
+
+// float32 / float64 only (ops whose accuracy needs full precision).
+inline void check_float32_or_64(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, name,
+                    " must be float32 or float64, got ", t.scalar_type());
+}
+
+inline void check_dim(const at::Tensor& t, const char* name, int64_t dim) {
+  TORCH_CHECK_VALUE(t.dim() == dim, name, " must be ", dim, "-D, got shape ", t.sizes());
+}
+
+inline void check_same_device(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  TORCH_CHECK_VALUE(a.device() == b.device(), b_name, " is on ", b.device(), " but ", a_name, " is on ",
+                    a.device(), ": move both to one device");
+}
+
+inline void check_same_dtype(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type(), b_name, " has dtype ", b.scalar_type(), " but ",
+                    a_name, " has dtype ", a.scalar_type(), ": convert one of them");
+}
+
+inline void check_same_shape(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  TORCH_CHECK_VALUE(a.sizes() == b.sizes(), b_name, " has shape ", b.sizes(), " but ", a_name, " has shape ",
+                    a.sizes());
+}
+
+// Same device, dtype and shape as the first tensor.
+inline void check_like(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  check_same_device(a, a_name, b, b_name);
+  check_same_dtype(a, a_name, b, b_name);
+  check_same_shape(a, a_name, b, b_name);
+}
+
+inline void check_finite(double value, const char* name) {
+  TORCH_CHECK_VALUE(std::isfinite(value), name, " must be finite, got ", value);
+}
+
+inline void check_positive(double value, const char* name) {
+  TORCH_CHECK_VALUE(std::isfinite(value) && value > 0, name, " must be a finite number > 0, got ", value);
+}
+
+}  // namespace jk

@@ -1,0 +1,37 @@
+"""Fused activations: relu_add = relu(x) + y + bias, with autograd.
+
+dtypes: float32, float64, float16 and bfloat16 (half types accumulate in float32).
+Inputs may have any strides; the output is contiguous.
+"""
+import torch
+
+NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+_ops = getattr(torch.ops, NAMESPACE)
+
+__all__ = ["relu_add"]
+
+
+def relu_add(x: torch.Tensor, y: torch.Tensor, bias: float = 0.0) -> torch.Tensor:
+    """relu(x) + y + bias in one pass over memory.
+
+    x, y: tensors of the same shape, dtype and device (CPU or CUDA).
+    Differentiable in x and y: grad_x = grad * (x > 0), grad_y = grad.
+    """
+    return _ops.relu_add(x, y, bias)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::relu_add")
+def _relu_add_fake(x, y, bias=0.0):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _relu_add_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _relu_add_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return grad.masked_fill(x <= 0, 0), grad, None
+
+
+torch.library.register_autograd(f"{NAMESPACE}::relu_add", _relu_add_backward, setup_context=_relu_add_setup)

@@ -1,0 +1,573 @@
+"""jitkernels loader: the only entry point.
+
+    import loader
+    f = loader.fused              # builds on first use, loads from the cache afterwards
+    f.relu_add(x, y, 0.5)
+    loader.reload("fused")        # after editing kernels/fused/*: same `f`, new code
+
+A family is a folder `kernels/<name>/` holding `<name>.cpp` (op schemas, CPU
+kernels), optionally `<name>.cu` (CUDA kernels), `ops.py` (the Python face) and
+`reference.py` (plain PyTorch). Each build is keyed by a sha256 over everything
+that changes the binary; a cached build is loaded with `torch.ops.load_library`
+alone (no ninja, no subprocess, no lock). Run `python loader.py --help` for the CLI.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import sysconfig
+import threading
+import time
+import types
+from pathlib import Path
+
+import torch
+
+__all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "info"]
+
+REPO = Path(__file__).resolve().parent
+# Bump when the way a build is made changes, so old cache entries are not reused.
+RECIPE_VERSION = "1"
+CXX_FLAGS = ["-O3"]  # the C++ standard is the one torch asks for
+CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
+DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
+MANIFEST = "manifest.json"
+
+_process_lock = threading.RLock()
+_families: dict[str, "Family"] = {}
+_loaded_namespaces: set[str] = set()  # op namespaces whose library is in this process
+
+
+class BuildError(RuntimeError):
+    """A family failed to build; the message starts with the first compiler error."""
+
+
+# ---------------------------------------------------------------- configuration
+
+def _env_flag(name: str) -> bool | None:
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 0 or 1, got {os.environ[name]!r}")
+
+
+def _verbose() -> bool:
+    return bool(_env_flag("JITKERNELS_VERBOSE"))
+
+
+def kernels_root(root: str | os.PathLike | None = None) -> Path:
+    """The folder holding the families: the argument, $JITKERNELS_ROOT, or the repo's kernels/."""
+    return Path(root or os.environ.get("JITKERNELS_ROOT") or REPO / "kernels").resolve()
+
+
+def cache_dir() -> Path:
+    """$JITKERNELS_CACHE, else ~/.cache/jitkernels (or $XDG_CACHE_HOME/jitkernels)."""
+    if os.environ.get("JITKERNELS_CACHE"):
+        return Path(os.environ["JITKERNELS_CACHE"]).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base, "jitkernels").resolve()
+
+
+def families(root: str | os.PathLike | None = None) -> list[str]:
+    """Sorted names of the families under the kernels root."""
+    base = kernels_root(root)
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir() if (p / f"{p.name}.cpp").is_file())
+
+
+def _common_dir(root: Path) -> Path:
+    return root / "common" if (root / "common").is_dir() else REPO / "kernels" / "common"
+
+
+def _cuda_wanted(family_dir: Path) -> bool:
+    """Whether to build the CUDA half: JITKERNELS_CUDA, else whether a GPU is usable."""
+    if not (family_dir / f"{family_dir.name}.cu").is_file():
+        return False
+    forced = _env_flag("JITKERNELS_CUDA")
+    if forced is not None:
+        return forced
+    return torch.version.cuda is not None and torch.cuda.is_available()
+
+
+def _cuda_arch_list() -> str:
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    if torch.cuda.is_available():
+        caps = {torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())}
+        return ";".join(f"{major}.{minor}" for major, minor in sorted(caps))
+    return DEFAULT_CUDA_ARCH
+
+
+def _cuda_home() -> Path | None:
+    """CUDA toolkit folder: $CUDA_HOME/$CUDA_PATH, torch's guess if it has headers, /usr/local/cuda."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates.append("/usr/local/cuda")
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "include" / "cuda_runtime.h").is_file():
+            return Path(candidate)
+    return None
+
+
+def _file_identity(path: str | None) -> list:
+    """Path, size and mtime of a tool: changes when the tool is upgraded, costs one stat."""
+    if not path:
+        return [None]
+    real = Path(path).resolve()
+    stat = real.stat()
+    return [str(real), stat.st_size, stat.st_mtime_ns]
+
+
+def _compiler() -> str | None:
+    return shutil.which(os.environ.get("CXX", "c++"))
+
+
+# ---------------------------------------------------------------- the build spec
+
+class _Spec:
+    """Everything that decides one family's binary, and the cache key over it."""
+
+    def __init__(self, name: str, root: Path, cuda: bool | None = None):
+        self.name = name
+        self.root = root
+        self.dir = root / name
+        if not (self.dir / f"{name}.cpp").is_file():
+            known = ", ".join(families(root)) or "none"
+            raise ValueError(f"no kernel family {name!r} under {root} (families: {known})")
+        self.common = _common_dir(root)
+        self.cuda = _cuda_wanted(self.dir) if cuda is None else cuda and (self.dir / f"{name}.cu").is_file()
+        self.arch_list = _cuda_arch_list() if self.cuda else None
+        self.sources = [self.dir / f"{name}.cpp"] + ([self.dir / f"{name}.cu"] if self.cuda else [])
+        self.key = self._key()
+        self.namespace = f"jk_{name}_{self.key[:12]}"
+        self.family_cache = cache_dir() / name
+        self.out_dir = self.family_cache / self.key
+        self.library = self.out_dir / f"{self.namespace}{'.dll' if os.name == 'nt' else '.so'}"
+
+    def _hashed_files(self) -> list[Path]:
+        files = [p for p in sorted(self.dir.rglob("*"))
+                 if p.is_file() and p.name != "reference.py" and "__pycache__" not in p.parts]
+        return files + sorted(p for p in self.common.rglob("*") if p.is_file())
+
+    def _key(self) -> str:
+        h = hashlib.sha256()
+        for path in self._hashed_files():
+            h.update(str(path.relative_to(path.parent.parent)).encode() + b"\0")
+            h.update(path.read_bytes() + b"\0")
+        config = {
+            "recipe": RECIPE_VERSION,
+            "family": self.name,
+            "cxx_flags": CXX_FLAGS, "cuda_flags": CUDA_FLAGS if self.cuda else None,
+            "torch": torch.__version__, "torch_git": torch.version.git_version,
+            "torch_cuda": torch.version.cuda, "cxx11_abi": torch._C._GLIBCXX_USE_CXX11_ABI,
+            "cxx": _file_identity(_compiler()),
+            "nvcc": _file_identity(shutil.which("nvcc")) if self.cuda else None,
+            "archs": self.arch_list,
+            "python": [sys.implementation.cache_tag, sysconfig.get_config_var("EXT_SUFFIX"),
+                       platform.machine()],
+        }
+        h.update(json.dumps(config, sort_keys=True).encode())
+        return h.hexdigest()
+
+    def halves(self) -> str:
+        return f"C++ + CUDA sm_{self.arch_list.replace('.', '')}" if self.cuda else "C++"
+
+    def cached_build_complete(self) -> bool:
+        """True when the published library is there, whole (size as recorded)."""
+        try:
+            manifest = json.loads((self.out_dir / MANIFEST).read_text())
+            return self.library.stat().st_size == manifest["library_bytes"]
+        except (OSError, ValueError, KeyError):
+            return False
+
+
+# ---------------------------------------------------------------- building
+
+_GCC_ERROR = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(?P<msg>.*)$")
+_NVCC_ERROR = re.compile(r"^(?P<path>[^\s(][^(]*)\((?P<line>\d+)\):\s*(?:catastrophic )?error:?\s*(?P<msg>.*)$")
+_LINK_ERROR = re.compile(r"(undefined (symbol|reference).*|ld: .*error.*)$")
+
+
+def _first_compiler_error(log: str) -> str:
+    for line in log.splitlines():
+        line = line.strip()
+        for pattern in (_GCC_ERROR, _NVCC_ERROR):
+            m = pattern.match(line)
+            if m:
+                return f"{m['path']}:{m['line']}: {m['msg']}"
+    for line in log.splitlines():
+        if _LINK_ERROR.search(line):
+            return line.strip()
+    return "build failed (no compiler error line found)"
+
+
+def _cpp_extension():
+    """torch.utils.cpp_extension, imported on the cold path only, without its CUDA_HOME guess warning."""
+    import logging
+
+    if not _verbose():
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    from torch.utils import cpp_extension
+
+    return cpp_extension
+
+
+def _check_toolchain(spec: _Spec) -> None:
+    """One sentence per missing tool, saying how to fix it."""
+    cpp_extension = _cpp_extension()
+
+    if not cpp_extension.is_ninja_available():
+        raise BuildError("ninja is not installed: run `pip install ninja` (torch builds extensions with it).")
+    if not _compiler():
+        raise BuildError(f"no C++ compiler found ({os.environ.get('CXX', 'c++')}): install g++ or set CXX.")
+    if not spec.cuda:
+        return
+    if torch.version.cuda is None:
+        raise BuildError("this torch is a CPU-only build, so the CUDA half cannot be built: "
+                         "set JITKERNELS_CUDA=0 or install a CUDA build of torch.")
+    home = _cuda_home()
+    if home is None or not (home / "bin" / "nvcc").exists():
+        raise BuildError("nvcc was not found: install the CUDA toolkit and set CUDA_HOME, "
+                         "or set JITKERNELS_CUDA=0 to build the CPU half only.")
+    nvcc_major = _nvcc_version(home).split(".")[0]
+    torch_major = torch.version.cuda.split(".")[0]
+    if nvcc_major != torch_major:
+        raise BuildError(f"nvcc at {home} is CUDA {_nvcc_version(home)} but torch was built with CUDA "
+                         f"{torch.version.cuda}: install a CUDA {torch_major}.x toolkit and point CUDA_HOME "
+                         f"at it, or install a torch built for CUDA {nvcc_major}.")
+    # torch guesses its CUDA_HOME once at import; make it use the toolkit found here.
+    os.environ["CUDA_HOME"] = str(home)
+    cpp_extension.CUDA_HOME = str(home)
+
+
+def _nvcc_version(home: Path) -> str:
+    import subprocess
+
+    out = subprocess.run([str(home / "bin" / "nvcc"), "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m.group(1) if m else "unknown"
+
+
+class _Progress:
+    """One live status line on stderr while a family compiles."""
+
+    def __init__(self, spec: _Spec):
+        self.text = f"[jitkernels] building {spec.name} ({spec.halves()})"
+        self.live = sys.stderr.isatty() or "ipykernel" in sys.modules
+        self.start = time.perf_counter()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.done.wait(0.5):
+            sys.stderr.write(f"\r{self.text} {time.perf_counter() - self.start:.0f}s")
+            sys.stderr.flush()
+
+    def __enter__(self):
+        if self.live:
+            self.thread.start()
+        else:
+            print(f"{self.text} ...", file=sys.stderr, flush=True)
+        return self
+
+    def __exit__(self, exc_type, *_):
+        self.done.set()
+        if self.live:
+            self.thread.join()
+        outcome = "failed" if exc_type else "done"
+        end = "\r" if self.live else ""
+        print(f"{end}{self.text} {outcome} in {time.perf_counter() - self.start:.1f}s", file=sys.stderr, flush=True)
+
+
+def _ninja_step_seconds(build_dir: Path) -> dict[str, float]:
+    """Seconds per ninja step (each object file and the link), from ninja's own log."""
+    steps = {}
+    log = build_dir / ".ninja_log"
+    if log.is_file():
+        for line in log.read_text().splitlines()[1:]:
+            start, end, _, output, *_ = line.split("\t")
+            steps[output] = (int(end) - int(start)) / 1000
+    return steps
+
+
+def _build(spec: _Spec) -> None:
+    """Compile the family into a private folder and publish it at spec.out_dir by rename.
+
+    Called with the family's file lock held, so no other process builds it now."""
+    cpp_extension = _cpp_extension()
+
+    _check_toolchain(spec)
+    build_dir = spec.family_cache / f"build-{spec.key}"
+    shutil.rmtree(build_dir, ignore_errors=True)  # a killed builder's leftovers are never trusted
+    build_dir.mkdir(parents=True)
+    defines = [f"-DJK_NAMESPACE={spec.namespace}"] + (["-DJK_WITH_CUDA"] if spec.cuda else [])
+    saved_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if spec.cuda:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = spec.arch_list
+    start = time.perf_counter()
+    try:
+        with _Progress(spec):
+            cpp_extension.load(
+                name=spec.namespace,
+                sources=[str(s) for s in spec.sources],
+                extra_cflags=CXX_FLAGS + defines,
+                extra_cuda_cflags=CUDA_FLAGS + defines,
+                extra_include_paths=[str(spec.common)],
+                build_directory=str(build_dir),
+                verbose=_verbose(),
+                with_cuda=spec.cuda,
+                is_python_module=False,
+            )
+    except Exception as exc:  # the compiler's output is in the message
+        log_path = spec.family_cache / f"build-{spec.key[:12]}.log"
+        log_path.write_text(str(exc))
+        raise BuildError(f"{_first_compiler_error(str(exc))}\n"
+                         f"building family {spec.name!r} ({spec.halves()}) failed; full log: {log_path}") from None
+    finally:
+        if saved_arch is None:
+            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+        else:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = saved_arch
+    _loaded_namespaces.add(spec.namespace)  # cpp_extension.load already loaded it
+
+    staging = spec.family_cache / f".staging-{spec.key}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    shutil.copy2(build_dir / spec.library.name, staging / spec.library.name)
+    manifest = {
+        "family": spec.name, "key": spec.key, "namespace": spec.namespace, "cuda": spec.cuda,
+        "archs": spec.arch_list, "torch": torch.__version__,
+        "library_bytes": (staging / spec.library.name).stat().st_size,
+        "build_seconds": round(time.perf_counter() - start, 2),
+        "step_seconds": _ninja_step_seconds(build_dir),
+    }
+    (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    shutil.rmtree(spec.out_dir, ignore_errors=True)  # a torn earlier publish
+    os.rename(staging, spec.out_dir)  # atomic: readers see all of it or nothing
+    shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _load_library(spec: _Spec) -> None:
+    """Load the family's library, building it first if the cache lacks a whole copy."""
+    if spec.namespace in _loaded_namespaces:
+        return
+    if spec.cached_build_complete():  # warm path: no lock, no subprocess
+        try:
+            torch.ops.load_library(str(spec.library))
+            _loaded_namespaces.add(spec.namespace)
+            return
+        except OSError:
+            pass  # corrupt despite the right size: rebuild below
+    from filelock import FileLock
+
+    spec.family_cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(spec.family_cache / ".lock")):  # the OS drops it if the holder dies
+        if spec.cached_build_complete():  # another process built it while we waited
+            try:
+                torch.ops.load_library(str(spec.library))
+                _loaded_namespaces.add(spec.namespace)
+                return
+            except OSError:
+                pass
+        _build(spec)
+
+
+# ---------------------------------------------------------------- binding
+
+def _exec_module(module_name: str, path: Path, injected: dict) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__.update(injected)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+class Family:
+    """A loaded kernel family: its ops are attributes (see `dir(family)`)."""
+
+    def __init__(self, name: str, root: Path):
+        self.name = name
+        self.root = root
+        self._op_names: list[str] = []
+
+    def _bind(self, spec: _Spec) -> None:
+        ops_module = None
+        if (spec.dir / "ops.py").is_file():
+            ops_module = _exec_module(f"_jk_ops_{spec.namespace}", spec.dir / "ops.py",
+                                      {"NAMESPACE": spec.namespace})
+        reference = None
+        if (spec.dir / "reference.py").is_file():
+            reference = _exec_module(f"_jk_reference_{spec.name}", spec.dir / "reference.py", {})
+        for op in self._op_names:
+            delattr(self, op)
+        names = list(getattr(ops_module, "__all__", [])) if ops_module else []
+        if not names:  # no ops.py: expose the raw torch.ops overload packets
+            names = [n for n in dir(getattr(torch.ops, spec.namespace)) if not n.startswith("_")]
+            source = getattr(torch.ops, spec.namespace)
+        else:
+            source = ops_module
+        for op in names:
+            setattr(self, op, getattr(source, op))
+        self._op_names = names
+        self.key, self.namespace, self.cuda = spec.key, spec.namespace, spec.cuda
+        self.library = spec.library
+        self.module, self.reference = ops_module, reference
+        self.__doc__ = (ops_module.__doc__ if ops_module else None) or f"jitkernels family {spec.name}"
+
+    @property
+    def ops(self):
+        """The raw `torch.ops` namespace of the current build."""
+        return getattr(torch.ops, self.namespace)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._op_names))
+
+    def __repr__(self):
+        halves = "C++ + CUDA" if self.cuda else "C++"
+        return f"<jitkernels family {self.name!r} ({halves}), ops: {', '.join(self._op_names)}>"
+
+
+def load(name: str, root: str | os.PathLike | None = None) -> Family:
+    """The family `name`, built on first use and loaded from the cache afterwards."""
+    with _process_lock:
+        base = kernels_root(root)
+        family = _families.get(f"{base}::{name}")
+        if family is not None:
+            return family
+        spec = _Spec(name, base)
+        _load_library(spec)
+        family = Family(name, base)
+        family._bind(spec)
+        _families[f"{base}::{name}"] = family
+        return family
+
+
+def reload(name: str, root: str | os.PathLike | None = None) -> Family:
+    """Rebuild `name` if any input of its build changed and rebind the same family object."""
+    with _process_lock:
+        base = kernels_root(root)
+        family = _families.get(f"{base}::{name}")
+        if family is None:
+            return load(name, root)
+        spec = _Spec(name, base)
+        if spec.key != family.key:
+            _load_library(spec)
+        family._bind(spec)
+        return family
+
+
+def __getattr__(name: str) -> Family:
+    """`loader.fused` is `loader.load("fused")`."""
+    if not name.startswith("_") and name in families():
+        return load(name)
+    raise AttributeError(f"module 'loader' has no attribute {name!r} (families: {', '.join(families())})")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(families()))
+
+
+# ---------------------------------------------------------------- CLI
+
+def info() -> dict:
+    """What builds here: versions, compilers, archs, cache folder."""
+    home = _cuda_home()
+    return {
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cuda_home": str(home) if home else None,
+        "nvcc": _nvcc_version(home) if home else None,
+        "cxx": _compiler(), "python": sys.version.split()[0],
+        "cuda_half": _env_flag("JITKERNELS_CUDA") if _env_flag("JITKERNELS_CUDA") is not None
+        else torch.version.cuda is not None and torch.cuda.is_available(),
+        "cuda_archs": _cuda_arch_list(), "kernels_root": str(kernels_root()), "cache": str(cache_dir()),
+    }
+
+
+def _cli_list(args) -> int:
+    for name in families(args.root):
+        spec = _Spec(name, kernels_root(args.root))
+        if spec.cached_build_complete():
+            state = f"cached  {spec.library.stat().st_size / 1e6:6.2f} MB"
+        else:
+            state = "not built"
+        print(f"{name:12s} {spec.halves():24s} key {spec.key[:12]}  {state}")
+    return 0
+
+
+def _cli_build(args) -> int:
+    if args.cuda is not None:
+        os.environ["JITKERNELS_CUDA"] = "1" if args.cuda else "0"
+    names = families(args.root) if args.all or not args.names else args.names
+    failed = 0
+    for name in names:
+        try:
+            spec = _Spec(name, kernels_root(args.root))
+            was_cached = spec.cached_build_complete()
+            load(name, args.root)
+            steps = "" if was_cached else "  " + json.dumps(
+                json.loads((spec.out_dir / MANIFEST).read_text())["step_seconds"])
+            print(f"{name:12s} {spec.halves():24s} {'cached' if was_cached else 'built'}{steps}")
+        except (BuildError, ValueError) as exc:
+            failed += 1
+            print(f"{name:12s} FAILED: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _cli_clean(args) -> int:
+    names = args.names or [p.name for p in cache_dir().iterdir()] if cache_dir().is_dir() else []
+    for name in names:
+        shutil.rmtree(cache_dir() / name, ignore_errors=True)
+        print(f"removed {cache_dir() / name}")
+    return 0
+
+
+def _cli_info(args) -> int:
+    for key, value in info().items():
+        print(f"{key:14s} {value}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="loader.py", description="jitkernels: build, list and clean kernel families")
+    parser.add_argument("--root", help="kernels folder (default: $JITKERNELS_ROOT or the repo's kernels/)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="families, whether cached, key, library size").set_defaults(run=_cli_list)
+    build = sub.add_parser("build", help="build (or load from cache) families")
+    build.add_argument("names", nargs="*")
+    build.add_argument("--all", action="store_true", help="every family (the default when no names are given)")
+    build.add_argument("--cuda", dest="cuda", action="store_true", default=None, help="force the CUDA half on")
+    build.add_argument("--no-cuda", dest="cuda", action="store_false", help="build the C++ half only")
+    build.set_defaults(run=_cli_build)
+    clean = sub.add_parser("clean", help="delete cached builds")
+    clean.add_argument("names", nargs="*")
+    clean.set_defaults(run=_cli_clean)
+    sub.add_parser("info", help="torch, CUDA, nvcc, compiler, archs, cache folder").set_defaults(run=_cli_info)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    import loader  # run the CLI on the importable module, so ops.py files see one loader
+
+    sys.exit(loader.main())

@@ -1,0 +1,24 @@
+"""Shared test fixtures: the devices to run on, and seeded randomness."""
+import pytest
+import torch
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+# Tolerances for comparing against reference.py (atol, rtol) by dtype.
+TOLERANCES = {
+    torch.float64: (1e-10, 1e-10),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+}
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
