@@ -420,7 +420,9 @@ class Family:
             delattr(self, op)
         names = list(getattr(ops_module, "__all__", [])) if ops_module else []
         if not names:  # no ops.py: expose the raw torch.ops overload packets
-            names = [n for n in dir(getattr(torch.ops, spec.namespace)) if not n.startswith("_")]
+            prefix = f"{spec.namespace}::"
+            names = sorted({op[len(prefix):].split(".")[0] for op in torch._C._dispatch_get_all_op_names()
+                            if op.startswith(prefix)})
             source = getattr(torch.ops, spec.namespace)
         else:
             source = ops_module

@@ -1,0 +1,124 @@
+"""Family `fused`: relu_add against its reference, autograd, opcheck, compile, CUDA graphs, bad input."""
+import pytest
+import torch
+
+import loader
+from conftest import TOLERANCES, needs_cuda
+
+fused = loader.load("fused")
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def _inputs(shape, dtype, device):
+    return torch.randn(shape, dtype=dtype, device=device), torch.randn(shape, dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (1000, 33), (2, 3, 4, 5), (1 << 16) + 3])
+def test_matches_reference(device, dtype, shape):
+    x, y = _inputs(shape, dtype, device)
+    atol, rtol = TOLERANCES[dtype]
+    torch.testing.assert_close(fused.relu_add(x, y, 0.25), fused.reference.relu_add(x, y, 0.25), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_contiguous_and_offset_inputs(device, dtype):
+    base_x, base_y = _inputs((64, 130), dtype, device)
+    x = base_x.t()[1:, :]           # transposed
+    y = base_y[:, 1:].t()           # sliced then transposed: misaligned start
+    out = fused.relu_add(x, y, -1.5)
+    assert out.is_contiguous() and out.shape == x.shape
+    atol, rtol = TOLERANCES[dtype]
+    torch.testing.assert_close(out, fused.reference.relu_add(x, y, -1.5), atol=atol, rtol=rtol)
+
+
+def test_every_element_written(device):
+    # A length that is not a multiple of the vector width exercises the scalar tail.
+    x, y = _inputs(4 * 1000 + 3, torch.float32, device)
+    out = fused.relu_add(x, y)
+    assert torch.equal(out, torch.relu(x) + y)
+
+
+def test_nan_propagates_like_torch(device):
+    x = torch.tensor([float("nan"), -1.0, 2.0], device=device)
+    y = torch.zeros(3, device=device)
+    out = fused.relu_add(x, y)
+    assert torch.isnan(out[0]) and out[1] == 0 and out[2] == 2
+
+
+def test_gradients_match_formula(device):
+    x = torch.randn(50, dtype=torch.float64, device=device, requires_grad=True)
+    y = torch.randn(50, dtype=torch.float64, device=device, requires_grad=True)
+    g = torch.randn(50, dtype=torch.float64, device=device)
+    fused.relu_add(x, y, 0.1).backward(g)
+    torch.testing.assert_close(x.grad, g * (x > 0))
+    torch.testing.assert_close(y.grad, g)
+
+
+def test_gradcheck(device):
+    x = torch.randn(20, dtype=torch.float64, device=device, requires_grad=True)
+    x = (x + 0.2 * torch.sign(x)).detach().requires_grad_()  # keep away from the kink at 0
+    y = torch.randn(20, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: fused.relu_add(a, b, 0.3), (x, y))
+
+
+def test_opcheck(device):
+    x, y = _inputs((8, 5), torch.float32, device)
+    torch.library.opcheck(fused.ops.relu_add.default, (x, y, 0.5))
+    torch.library.opcheck(fused.ops.relu_add.default, (x.requires_grad_(), y, 0.5))
+
+
+def test_torch_compile_fullgraph(device):
+    @torch.compile(fullgraph=True)
+    def f(a, b):
+        return fused.relu_add(a * 2, b, 1.0).sum(dim=-1)
+
+    x, y = _inputs((16, 8), torch.float32, device)
+    torch.testing.assert_close(f(x, y), (torch.relu(x * 2) + y + 1.0).sum(dim=-1))
+
+
+@needs_cuda
+def test_cuda_graph_capture_and_replay():
+    x, y = _inputs(1 << 20, torch.float32, "cuda")
+    fused.relu_add(x, y)  # warm up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fused.relu_add(x, y, 0.5)
+    for _ in range(2):
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, torch.relu(x) + y + 0.5)
+
+
+@needs_cuda
+def test_runs_on_current_device_and_stream():
+    x, y = _inputs(1 << 16, torch.float32, "cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        out = fused.relu_add(x, y)
+    stream.synchronize()
+    torch.testing.assert_close(out, torch.relu(x) + y)
+
+
+BAD_INPUTS = [
+    ("integer dtype", lambda d: (torch.ones(3, dtype=torch.int32, device=d), torch.ones(3, dtype=torch.int32, device=d)), "x"),
+    ("complex dtype", lambda d: (torch.ones(3, dtype=torch.complex64, device=d), torch.ones(3, dtype=torch.complex64, device=d)), "x"),
+    ("mismatched shapes", lambda d: (torch.ones(3, device=d), torch.ones(4, device=d)), "y"),
+    ("mismatched dtypes", lambda d: (torch.ones(3, device=d), torch.ones(3, dtype=torch.float64, device=d)), "y"),
+]
+
+
+@pytest.mark.parametrize("case,make,argument", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_names_the_argument(device, case, make, argument):
+    x, y = make(device)
+    with pytest.raises((RuntimeError, ValueError), match=rf"\b{argument}\b"):
+        fused.relu_add(x, y)
+
+
+@needs_cuda
+def test_cpu_tensor_with_cuda_tensor_names_the_argument():
+    with pytest.raises((RuntimeError, ValueError), match=r"\by\b.*cpu"):
+        fused.relu_add(torch.ones(3, device="cuda"), torch.ones(3))
+    with pytest.raises((RuntimeError, ValueError), match=r"cuda"):
+        fused.relu_add(torch.ones(3), torch.ones(3, device="cuda"))

@@ -1,0 +1,200 @@
+"""The loader: warm path, reload, concurrent and killed builders, torn caches, build errors, CLI.
+
+Scratch families are built in temporary kernel roots and caches (C++ half only, so
+these tests behave the same with or without a GPU)."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import loader
+
+REPO = Path(loader.__file__).parent
+SCRATCH_CPP = textwrap.dedent("""\
+    #include "jk.h"
+
+    at::Tensor add_constant(const at::Tensor& x) {
+      return x.add(VALUE);
+    }
+
+    JK_LIBRARY(m) { m.def("add_constant(Tensor x) -> Tensor"); }
+    JK_LIBRARY_IMPL(CPU, m) { m.impl("add_constant", &add_constant); }
+    """)
+
+
+def make_scratch_root(tmp_path: Path, value: float = 1.0, name: str = "scratch") -> Path:
+    root = tmp_path / "kernels"
+    (root / name).mkdir(parents=True, exist_ok=True)
+    (root / name / f"{name}.cpp").write_text(SCRATCH_CPP.replace("VALUE", repr(float(value))))
+    return root
+
+
+def run_python(code: str, root: Path, cache: Path, timeout=600, **popen) -> subprocess.CompletedProcess:
+    env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0",
+               PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=timeout, **popen)
+
+
+LOAD_AND_CHECK = """
+    import torch, loader
+    f = loader.load("scratch")
+    print("value", f.add_constant(torch.zeros(1)).item())
+"""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A scratch root and a cache holding its build."""
+    tmp = tmp_path_factory.mktemp("built")
+    root, cache = make_scratch_root(tmp), tmp / "cache"
+    result = run_python(LOAD_AND_CHECK, root, cache)
+    assert result.returncode == 0, result.stderr
+    assert "value 1.0" in result.stdout
+    return root, cache
+
+
+def test_families_lists_the_repo_families():
+    assert "fused" in loader.families()
+    assert "common" not in loader.families()
+
+
+def test_unknown_family_names_it():
+    with pytest.raises(ValueError, match="nosuchfamily"):
+        loader.load("nosuchfamily")
+
+
+def test_warm_load_runs_no_compiler_and_prints_nothing(built):
+    root, cache = built
+    result = run_python("""
+        import subprocess, sys, torch
+        def forbidden(*a, **k):
+            raise AssertionError("warm load started a subprocess")
+        subprocess.Popen = forbidden
+        subprocess.run = forbidden
+        import loader
+        f = loader.load("scratch")
+        assert "torch.utils.cpp_extension" not in sys.modules, "warm load imported the build machinery"
+        assert "filelock" not in sys.modules, "warm load took the build lock"
+        print("value", f.add_constant(torch.zeros(1)).item())
+    """, root, cache)
+    assert result.returncode == 0, result.stderr
+    assert "value 1.0" in result.stdout
+    assert result.stderr == ""
+
+
+def test_edit_then_reload_runs_new_code_in_the_same_process(tmp_path):
+    root = make_scratch_root(tmp_path, value=1.0)
+    result = run_python(f"""
+        import pathlib, torch, loader
+        f = loader.load("scratch")
+        before = f.add_constant(torch.zeros(1)).item()
+        src = pathlib.Path({str(root / 'scratch' / 'scratch.cpp')!r})
+        src.write_text(src.read_text().replace("x.add(1.0)", "x.add(2.0)"))
+        same = loader.reload("scratch")
+        assert same is f
+        print("values", before, f.add_constant(torch.zeros(1)).item())
+        assert loader.reload("scratch") is f  # nothing changed: no rebuild
+    """, root, tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    assert "values 1.0 2.0" in result.stdout
+    assert result.stderr.count("done in") == 2  # two builds, not three
+
+
+def test_concurrent_processes_build_once(tmp_path):
+    root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
+    env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0",
+               PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(LOAD_AND_CHECK)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outputs]
+    assert all("value 1.0" in out for out, _ in outputs)
+    assert sum(err.count("done in") for _, err in outputs) == 1
+
+
+def test_killed_builder_does_not_block_the_next_load(tmp_path):
+    root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
+    env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0",
+               PYTHONPATH=str(REPO))
+    builder = subprocess.Popen([sys.executable, "-c", "import loader; loader.load('scratch')"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while not list((cache / "scratch").glob("build-*/build.ninja")) and time.time() < deadline:
+        time.sleep(0.1)
+    assert builder.poll() is None, "the builder finished before it could be killed"
+    os.killpg(builder.pid, signal.SIGKILL)  # the builder and its compilers, mid-build
+    builder.wait()
+    result = run_python(LOAD_AND_CHECK, root, cache, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "value 1.0" in result.stdout
+
+
+def test_truncated_library_is_rebuilt(built, tmp_path):
+    import shutil
+
+    root, cache = built
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    library = next(copy.glob("scratch/*/*.so"))
+    library.write_bytes(library.read_bytes()[:1000])
+    result = run_python(LOAD_AND_CHECK, root, copy)
+    assert result.returncode == 0, result.stderr
+    assert "value 1.0" in result.stdout
+    assert "done in" in result.stderr  # it was rebuilt
+    assert library.stat().st_size > 1000
+
+
+def test_broken_family_raises_build_error_with_file_and_line(tmp_path):
+    root = make_scratch_root(tmp_path)
+    (root / "broken").mkdir()
+    (root / "broken" / "broken.cpp").write_text('#include "jk.h"\n\nint broken() { return undefined_name; }\n')
+    result = run_python("""
+        import torch, loader
+        try:
+            loader.load("broken")
+        except loader.BuildError as exc:
+            print("ERROR", str(exc).splitlines()[0])
+            print("LOG", str(exc).split("full log: ")[1])
+        else:
+            raise SystemExit("no BuildError")
+        f = loader.load("scratch")  # one broken family does not stop the others
+        print("value", f.add_constant(torch.zeros(1)).item())
+    """, root, tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    error = next(line for line in result.stdout.splitlines() if line.startswith("ERROR"))
+    assert "broken.cpp:3:" in error and "undefined_name" in error
+    log = next(line for line in result.stdout.splitlines() if line.startswith("LOG")).split(" ", 1)[1]
+    assert Path(log).is_file()
+    assert "value 1.0" in result.stdout
+
+
+def test_missing_ninja_says_how_to_fix_it(tmp_path):
+    root = make_scratch_root(tmp_path)
+    result = run_python("""
+        import torch.utils.cpp_extension as ce
+        ce.is_ninja_available = lambda: False
+        import loader
+        try:
+            loader.load("scratch")
+        except loader.BuildError as exc:
+            print("ERROR", exc)
+    """, root, tmp_path / "cache")
+    assert "ERROR ninja is not installed: run `pip install ninja`" in result.stdout, result.stderr
+
+
+def test_cli_list_and_info(built):
+    root, cache = built
+    env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0")
+    listing = subprocess.run([sys.executable, str(REPO / "loader.py"), "list"], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.startswith("scratch") and "cached" in listing.stdout
+    info = subprocess.run([sys.executable, str(REPO / "loader.py"), "info"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert info.returncode == 0 and "torch" in info.stdout and str(cache) in info.stdout
