@@ -1,0 +1,137 @@
+"""Load and build times of the `fused` family, three ways, each in fresh processes:
+
+1. ours: `loader.load("fused")` from a warm cache (torch.ops.load_library of the cached library);
+2. plain `torch.utils.cpp_extension.load` of the same sources (TORCH_LIBRARY, is_python_module=False);
+3. the pybind-style extension the source guides write (torch/extension.h, PYBIND11_MODULE).
+
+Also times a cold build of `fused` into an empty cache and reports each half (from ninja's log).
+
+    python benchmarks/load_time.py [--out load_time.json] [--repeats 7]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+FUSED = REPO / "kernels" / "fused"
+PYBIND = REPO / "benchmarks" / "pybind_style"
+CUDA = torch.cuda.is_available()
+
+# Every process imports torch and (with a GPU) initialises CUDA before the timed load:
+# a user pays both anyway, and all three loaders need them.
+PROCESS = """
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+t1 = time.perf_counter()
+if {init_cuda} and torch.cuda.is_available():
+    torch.zeros(1, device="cuda")
+t2 = time.perf_counter()
+{body}
+t3 = time.perf_counter()
+print("RESULT " + json.dumps({{"import_torch_s": t1 - t0, "cuda_init_s": t2 - t1, "load_s": t3 - t2}}))
+"""
+
+OURS = f"sys.path.insert(0, {str(REPO)!r}); import loader; loader.load('fused')"
+
+
+def plain_body(build_dir: Path) -> str:
+    sources = [str(FUSED / "fused.cpp")] + ([str(FUSED / "fused.cu")] if CUDA else [])
+    flags = ["-O3", "-DJK_NAMESPACE=jk_fused_plainload"] + (["-DJK_WITH_CUDA"] if CUDA else [])
+    return textwrap.dedent(f"""
+        from torch.utils.cpp_extension import load
+        load(name="jk_fused_plainload", sources={sources!r}, extra_cflags={flags!r}, extra_cuda_cflags={flags!r},
+             extra_include_paths=[{str(REPO / 'kernels' / 'common')!r}], build_directory={str(build_dir)!r},
+             is_python_module=False)""")
+
+
+def pybind_body(build_dir: Path) -> str:
+    sources = [str(PYBIND / "relu_add_pybind.cpp")] + ([str(PYBIND / "relu_add_pybind.cu")] if CUDA else [])
+    flags = ["-DWITH_CUDA"] if CUDA else []
+    return textwrap.dedent(f"""
+        from torch.utils.cpp_extension import load
+        load(name="relu_add_pybind", sources={sources!r}, extra_cflags={flags!r}, build_directory={str(build_dir)!r})""")
+
+
+def run(body: str, env: dict, init_cuda: bool = True) -> dict:
+    code = PROCESS.format(body=body, init_cuda=init_cuda)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-3000:])
+    line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def median_of(body: str, env: dict, repeats: int, init_cuda: bool = True) -> dict:
+    runs = [run(body, env, init_cuda) for _ in range(repeats)]
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]} | {"runs_load_s": [r["load_s"] for r in runs]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "load_time.json"))
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="jk-load-time-"))
+    env = dict(os.environ, JITKERNELS_CACHE=str(work / "cache"), PYTHONPATH=str(REPO))
+    env.pop("JITKERNELS_CUDA", None)
+    report = {"torch": torch.__version__, "cuda": torch.version.cuda,
+              "device": torch.cuda.get_device_name(0) if CUDA else "cpu", "cpus": os.cpu_count()}
+
+    # Cold build of `fused` into an empty cache, then the per-half times from its manifest.
+    start = time.perf_counter()
+    subprocess.run([sys.executable, str(REPO / "loader.py"), "build", "fused"], env=env, check=True)
+    report["ours_cold_build_s"] = time.perf_counter() - start
+    manifest = json.loads(next((work / "cache" / "fused").glob("*/manifest.json")).read_text())
+    report["ours_cold_steps_s"] = manifest["step_seconds"]
+
+    # Cold builds of the two baselines (run at the same time; indicative only).
+    plain_dir, pybind_dir = work / "plain", work / "pybind"
+    plain_dir.mkdir()
+    pybind_dir.mkdir()
+    start = time.perf_counter()
+    cold = [subprocess.Popen([sys.executable, "-c", PROCESS.format(body=b, init_cuda=True)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for b in (plain_body(plain_dir), pybind_body(pybind_dir))]
+    for name, proc in zip(("plain_cold_build_s", "pybind_cold_build_s"), cold):
+        out, err = proc.communicate(timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(err[-3000:])
+        report[name] = json.loads(out.split("RESULT ")[1])["load_s"]
+    report["baseline_cold_builds_concurrent"] = True
+    report["baseline_cold_wall_s"] = time.perf_counter() - start
+
+    report["ours_warm"] = median_of(OURS, env, args.repeats)
+    report["ours_warm_without_prior_cuda_init"] = median_of(OURS, env, args.repeats, init_cuda=False)
+    report["plain_warm"] = median_of(plain_body(plain_dir), env, args.repeats)
+    report["pybind_warm"] = median_of(pybind_body(pybind_dir), env, args.repeats)
+    ours = report["ours_warm"]["load_s"]
+    report["ratio_plain_over_ours"] = report["plain_warm"]["load_s"] / ours
+    report["ratio_pybind_over_ours"] = report["pybind_warm"]["load_s"] / ours
+    shutil.rmtree(work, ignore_errors=True)
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(f"device {report['device']}, torch {report['torch']}, CUDA {report['cuda']}, {report['cpus']} CPUs")
+    print(f"cold build of fused: {report['ours_cold_build_s']:.1f} s (steps: {report['ours_cold_steps_s']})")
+    print(f"warm load, fresh process (after import torch and CUDA init): ours {ours * 1e3:.2f} ms, "
+          f"plain cpp_extension.load {report['plain_warm']['load_s'] * 1e3:.1f} ms "
+          f"({report['ratio_plain_over_ours']:.1f}x), pybind-style {report['pybind_warm']['load_s'] * 1e3:.1f} ms "
+          f"({report['ratio_pybind_over_ours']:.1f}x)")
+    print(f"ours without a prior CUDA init: {report['ours_warm_without_prior_cuda_init']['load_s'] * 1e3:.2f} ms; "
+          f"import torch {report['ours_warm']['import_torch_s']:.2f} s, CUDA init {report['ours_warm']['cuda_init_s']:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

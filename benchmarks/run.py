@@ -1,0 +1,189 @@
+"""Benchmark every op of every family: ours vs reference eager vs torch.compile(reference)
+vs the memory floor (bytes / measured copy rate).
+
+    python benchmarks/run.py [--families fused ebm] [--out benchmarks/results]
+
+Writes <out>/<gpu>.json, <out>/<gpu>.md and <out>/<gpu>.png, and with --update-doc
+rewrites the table in BENCHMARKS.md. Cases come from benchmarks/cases_<family>.py.
+"""
+import argparse
+import importlib
+import json
+import math
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import loader  # noqa: E402
+
+
+def time_us(fn, device: str) -> float:
+    """Median microseconds per call: device events through triton's do_bench on CUDA, wall clock on CPU."""
+    if device == "cuda":
+        from triton.testing import do_bench
+
+        return do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
+    fn()
+    runs = []
+    deadline = time.perf_counter() + 1.0
+    while len(runs) < 5 or (time.perf_counter() < deadline and len(runs) < 100):
+        start = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - start)
+    return statistics.median(runs) * 1e6
+
+
+def copy_rate_gbps(device: str) -> float:
+    """Device-to-device copy rate, counting bytes read plus bytes written."""
+    n = (1 << 28) if device == "cuda" else (1 << 25)  # 1 GiB / 128 MiB of float32
+    src = torch.randn(n, device=device)
+    dst = torch.empty_like(src)
+    us = time_us(lambda: dst.copy_(src), device)
+    return 2 * src.numel() * src.element_size() / (us * 1e-6) / 1e9
+
+
+def run_case(case, device: str, floor_rate: float) -> dict:
+    row = {"family": case.family, "op": case.op, "shape": case.shape, "dtype": case.dtype, "note": case.note,
+           "bytes": case.bytes, "flops": case.flops, **case.extra}
+    row["ours_us"] = time_us(lambda: case.ours(*case.args), device)
+    if case.reference is not None:
+        row["eager_us"] = time_us(lambda: case.reference(*case.args), device)
+        if case.compile:
+            try:
+                compiled = torch.compile(case.reference, dynamic=False)
+                compiled(*case.args)
+                row["compile_us"] = time_us(lambda: compiled(*case.args), device)
+            except Exception as exc:  # report, don't stop the run
+                row["compile_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    if case.bytes:
+        row["floor_us"] = case.bytes / (floor_rate * 1e9) * 1e6
+        row["of_floor"] = row["floor_us"] / row["ours_us"]
+    if case.flops:
+        row["tflops"] = case.flops / (row["ours_us"] * 1e-6) / 1e12
+    for base in ("eager", "compile"):
+        if f"{base}_us" in row:
+            row[f"vs_{base}"] = row[f"{base}_us"] / row["ours_us"]
+    return row
+
+
+def environment(device: str, rate: float) -> dict:
+    nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout if device == "cuda" else ""
+    match = re.search(r"release (\d+\.\d+)", nvcc)
+    return {
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu",
+        "torch": torch.__version__, "cuda": torch.version.cuda, "nvcc": match.group(1) if match else None,
+        "python": platform.python_version(), "copy_rate_gbps": round(rate, 1),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def _fmt(value, spec):
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def markdown(env: dict, rows: list[dict]) -> str:
+    lines = [f"Device: **{env['device']}**, torch {env['torch']}, CUDA {env['cuda']}, nvcc {env['nvcc']}, "
+             f"Python {env['python']}, {env['date']}. Copy rate measured in the same run: "
+             f"{env['copy_rate_gbps']:.0f} GB/s (read + write). Times are medians in µs; "
+             "'× eager' and '× compile' are how many times faster ours is; '% floor' is the memory floor "
+             "(fewest bytes / copy rate) over our time.", "",
+             "| family | op | shape | dtype | ours µs | eager µs | compile µs | × eager | × compile | floor µs | % floor | TFLOP/s | note |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        pct = r.get("of_floor")
+        lines.append(
+            f"| {r['family']} | {r['op']} | {r['shape']} | {r['dtype']} | {_fmt(r.get('ours_us'), '.1f')} | "
+            f"{_fmt(r.get('eager_us'), '.1f')} | {_fmt(r.get('compile_us'), '.1f')} | "
+            f"{_fmt(r.get('vs_eager'), '.2f')} | {_fmt(r.get('vs_compile'), '.2f')} | "
+            f"{_fmt(r.get('floor_us'), '.1f')} | {_fmt(pct * 100 if pct else None, '.0f')} | "
+            f"{_fmt(r.get('tflops'), '.2f')} | {r.get('note', '')}{' ' + r['compile_error'] if 'compile_error' in r else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(env: dict, rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['family']}.{r['op']} {r['shape']} {r['dtype']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.5))
+    y = range(len(rows))
+    ax.barh([i - 0.2 for i in y], [r.get("vs_eager") or 0 for r in rows], height=0.4, label="× eager")
+    ax.barh([i + 0.2 for i in y], [r.get("vs_compile") or 0 for r in rows], height=0.4, label="× torch.compile")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_yticks(list(y), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup of ours (higher is better)")
+    ax.set_title(f"jitkernels on {env['device']} (torch {env['torch']}, CUDA {env['cuda']})", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def update_benchmarks_doc(env: dict, table: str, png: Path) -> None:
+    doc = REPO / "BENCHMARKS.md"
+    start, end = "<!-- results:start -->", "<!-- results:end -->"
+    text = doc.read_text() if doc.exists() else f"# Benchmarks\n\n{start}\n{end}\n"
+    block = f"{start}\n{table}\n![speedups]({png.relative_to(REPO)})\n{end}"
+    doc.write_text(re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", nargs="*", help="default: every family with a cases file")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--update-doc", action="store_true", help="rewrite the table in BENCHMARKS.md")
+    args = parser.parse_args()
+    device, out = args.device, Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rate = copy_rate_gbps(device)
+    env = environment(device, rate)
+    print(f"{env['device']}: copy rate {rate:.0f} GB/s", flush=True)
+    rows = []
+    for family in args.families or loader.families():
+        try:
+            module = importlib.import_module(f"benchmarks.cases_{family}")
+        except ModuleNotFoundError:
+            continue
+        try:
+            cases = module.cases(device)
+        except Exception as exc:
+            print(f"{family}: cases failed: {type(exc).__name__}: {exc}", flush=True)
+            continue
+        for case in cases:
+            try:
+                row = run_case(case, device, rate)
+            except Exception as exc:
+                row = {"family": family, "op": case.op, "shape": case.shape, "dtype": case.dtype,
+                       "note": f"FAILED: {type(exc).__name__}: {str(exc)[:200]}"}
+            rows.append(row)
+            print(f"{row['family']:10s} {row['op']:24s} {row['shape']:24s} {row['dtype']:9s} "
+                  f"ours {_fmt(row.get('ours_us'), '9.1f')}  eager {_fmt(row.get('eager_us'), '9.1f')}  "
+                  f"compile {_fmt(row.get('compile_us'), '9.1f')}  floor% {_fmt((row.get('of_floor') or 0) * 100, '4.0f')}"
+                  f"  {row.get('note', '')}", flush=True)
+        torch.cuda.empty_cache() if device == "cuda" else None
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", env["device"]).strip("-").lower()
+    (out / f"{slug}.json").write_text(json.dumps({"environment": env, "results": rows}, indent=1))
+    table = markdown(env, rows)
+    (out / f"{slug}.md").write_text(table)
+    plot(env, rows, out / f"{slug}.png")
+    if args.update_doc:
+        update_benchmarks_doc(env, table, out / f"{slug}.png")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
