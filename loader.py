@@ -14,6 +14,7 @@ alone (no ninja, no subprocess, no lock). Run `python loader.py --help` for the 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -21,7 +22,6 @@ import platform
 import re
 import shutil
 import sys
-import sysconfig
 import threading
 import time
 import types
@@ -176,8 +176,7 @@ class _Spec:
             "cxx": _file_identity(_compiler()),
             "nvcc": _file_identity(shutil.which("nvcc")) if self.cuda else None,
             "archs": self.arch_list,
-            "python": [sys.implementation.cache_tag, sysconfig.get_config_var("EXT_SUFFIX"),
-                       platform.machine()],
+            "python": [sys.implementation.cache_tag, importlib.machinery.EXTENSION_SUFFIXES[0], platform.machine()],
         }
         h.update(json.dumps(config, sort_keys=True).encode())
         return h.hexdigest()
@@ -535,7 +534,7 @@ def _cli_build(args) -> int:
 
 
 def _cli_clean(args) -> int:
-    names = args.names or [p.name for p in cache_dir().iterdir()] if cache_dir().is_dir() else []
+    names = args.names or (sorted(p.name for p in cache_dir().iterdir()) if cache_dir().is_dir() else [])
     for name in names:
         shutil.rmtree(cache_dir() / name, ignore_errors=True)
         print(f"removed {cache_dir() / name}")

@@ -1,4 +1,8 @@
-// Family `fused`: op schemas, argument checks and CPU kernels.
+// Family `fused`: op schemas, the op functions and their CPU loops.
+// Each op is one function registered for CPU, CUDA and Meta: it checks its
+// arguments, allocates the output, and hands the data to the device's loop. On the
+// Meta device (fake tensors: torch.compile, opcheck) it stops after allocating, so
+// shape rules and checks live in one place and no Python fake is needed.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 
@@ -8,16 +12,22 @@
 
 namespace fused {
 
-// Shared by the CPU and CUDA kernels (fused.cu declares it).
-void check_relu_add_args(const at::Tensor& x, const at::Tensor& y) {
+#ifdef JK_WITH_CUDA
+void relu_add_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& y, double bias);  // fused.cu
+#endif
+
+at::Tensor relu_add(const at::Tensor& x, const at::Tensor& y, double bias) {
   jk::check_float(x, "x");
   jk::check_like(x, "x", y, "y");
-}
-
-at::Tensor relu_add_cpu(const at::Tensor& x, const at::Tensor& y, double bias) {
-  check_relu_add_args(x, y);
-  const at::Tensor x_contig = x.contiguous(), y_contig = y.contiguous();
   at::Tensor out = at::empty(x.sizes(), x.options());
+  if (x.is_meta()) return out;
+  const at::Tensor x_contig = x.contiguous(), y_contig = y.contiguous();
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    relu_add_cuda(out, x_contig, y_contig, bias);
+    return out;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu_add_cpu", [&] {
     jk::cpu_elementwise<scalar_t>(out, ReluAdd{bias}, x_contig, y_contig);
   });
@@ -28,8 +38,10 @@ JK_LIBRARY(m) {
   m.def("relu_add(Tensor x, Tensor y, float bias=0.0) -> Tensor");
 }
 
-JK_LIBRARY_IMPL(CPU, m) {
-  m.impl("relu_add", &relu_add_cpu);
-}
+JK_LIBRARY_IMPL(CPU, m) { m.impl("relu_add", &relu_add); }
+JK_LIBRARY_IMPL(Meta, m) { m.impl("relu_add", &relu_add); }
+#ifdef JK_WITH_CUDA
+JK_LIBRARY_IMPL(CUDA, m) { m.impl("relu_add", &relu_add); }
+#endif
 
 }  // namespace fused

@@ -1,7 +1,8 @@
 """Fused activations: relu_add = relu(x) + y + bias, with autograd.
 
 dtypes: float32, float64, float16 and bfloat16 (half types accumulate in float32).
-Inputs may have any strides; the output is contiguous.
+Inputs may have any strides; the output is contiguous. Shapes for fake tensors
+(torch.compile, opcheck) come from the op's Meta kernel in fused.cpp.
 """
 import torch
 
@@ -18,11 +19,6 @@ def relu_add(x: torch.Tensor, y: torch.Tensor, bias: float = 0.0) -> torch.Tenso
     Differentiable in x and y: grad_x = grad * (x > 0), grad_y = grad.
     """
     return _ops.relu_add(x, y, bias)
-
-
-@torch.library.register_fake(f"{NAMESPACE}::relu_add")
-def _relu_add_fake(x, y, bias=0.0):
-    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 def _relu_add_setup(ctx, inputs, output):
