@@ -1,0 +1,108 @@
+"""Gaussian sampling and the cross-entropy method (CEM).
+
+normal: (n, d) independent draws from N(mean_j, std_j^2), Philox counters from PyTorch's generator
+(reproducible under torch.manual_seed, safe to capture in a CUDA graph).
+cem_update: refit mean and std on the elite of a scored population, with no host sync.
+cem_minimize: the whole CEM loop for any batched objective.
+"""
+from typing import Callable, NamedTuple
+
+import torch
+
+NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+_ops = getattr(torch.ops, NAMESPACE)
+
+__all__ = ["normal", "cem_update", "cem_minimize", "CEMResult"]
+
+
+def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype | None = None,
+           out: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Samples of shape (n, d): element [i, j] = mean[j] + std[j] * z[i, j], every z an independent N(0, 1).
+
+    mean, std: (d,) tensors of one float dtype and device. dtype: output float32, float64, float16 or
+    bfloat16 (default: mean's dtype). The normals are float32 Box-Muller draws from Philox4x32-10 for
+    every output dtype (mean + std * z is then computed in float64 for a float64 output, else float32).
+    out: a contiguous (n, d) tensor to write into instead (dtype is then out's). A negative std raises
+    on the CPU; on CUDA (no host sync allowed) its column comes out NaN. Not differentiable, like
+    torch.normal.
+    """
+    if out is not None:
+        if out.dim() != 2 or out.shape[0] != n:
+            raise ValueError(f"out must have shape (n, d) = ({n}, {mean.shape[-1]}), got {tuple(out.shape)}")
+        if dtype is not None and dtype != out.dtype:
+            raise ValueError(f"dtype {dtype} differs from out's dtype {out.dtype}")
+        _ops.normal_out(mean, std, out=out, generator=generator)
+        return out
+    return _ops.normal(mean, std, n, dtype=dtype, generator=generator)
+
+
+def cem_update(samples: torch.Tensor, scores: torch.Tensor, n_elite: int, mean: torch.Tensor,
+               std: torch.Tensor, smoothing: float = 0.0, min_std: float = 0.0,
+               maximize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """One CEM refit: the mean and population std (divided by n_elite) of the n_elite best rows.
+
+    samples (n, d), scores (n,), mean and std (d,) (samples' dtype). Best = lowest score, or highest
+    when maximize; NaN scores rank last and ties go to the lower row index (like a stable sort).
+    Returns (smoothing * mean + (1 - smoothing) * elite_mean,
+             max(smoothing * std + (1 - smoothing) * elite_std, min_std)).
+    dtypes: samples float32, float64, float16 or bfloat16 (float32 accumulation, float64 for float64);
+    scores any of those. Not differentiable.
+    """
+    return _ops.cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
+
+
+class CEMResult(NamedTuple):
+    mean: torch.Tensor       # final mean (d,)
+    std: torch.Tensor        # final std (d,)
+    best_x: torch.Tensor     # best sample seen (d,)
+    best_value: torch.Tensor  # its score, 0-d
+    history: torch.Tensor    # best score of each iteration's population (n_iters,)
+
+
+def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,
+                 n_samples: int, n_elite: int, n_iters: int, *, smoothing: float = 0.0,
+                 min_std: float = 0.0, maximize: bool = False,
+                 generator: torch.Generator | None = None) -> CEMResult:
+    """Minimise (or maximise) a batched objective fn((n_samples, d)) -> (n_samples,) by CEM.
+
+    Each iteration: draw n_samples from N(mean, diag std^2) into one reused buffer, score them,
+    refit on the n_elite best (see cem_update), and track the best sample seen. Nothing syncs with
+    the host, so the whole call can be captured as one CUDA graph when fn can.
+    """
+    if n_iters < 1:
+        raise ValueError(f"n_iters must be >= 1, got {n_iters}")
+    samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
+    history = torch.empty(n_iters, dtype=torch.float32 if mean.dtype != torch.float64 else mean.dtype,
+                          device=mean.device)
+    best_x, best_value = mean.clone(), None
+    for it in range(n_iters):
+        normal(mean, std, n_samples, out=samples, generator=generator)
+        scores = fn(samples)
+        key = torch.nan_to_num(-scores if maximize else scores, nan=float("inf"))
+        i = key.argmin().view(1)
+        value = scores.index_select(0, i).squeeze(0)
+        x = samples.index_select(0, i).squeeze(0)
+        if best_value is None:
+            best_value, best_x = value, x
+        else:
+            better = (value > best_value) if maximize else (value < best_value)
+            best_value = torch.where(better, value, best_value)
+            best_x = torch.where(better, x, best_x)
+        history[it] = value
+        mean, std = cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
+    return CEMResult(mean, std, best_x, best_value, history)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::normal")
+def _normal_fake(mean, std, n, *, dtype=None, generator=None):
+    return torch.empty((n, mean.shape[0]), dtype=dtype or mean.dtype, device=mean.device)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::normal_out")
+def _normal_out_fake(mean, std, *, out, generator=None):
+    return None
+
+
+@torch.library.register_fake(f"{NAMESPACE}::cem_update")
+def _cem_update_fake(samples, scores, n_elite, mean, std, smoothing=0.0, min_std=0.0, maximize=False):
+    return torch.empty_like(mean), torch.empty_like(std)

@@ -1,0 +1,326 @@
+"""Family `sampling`: normal and cem_update against reference.py, statistics, bad input, compile, graphs."""
+import math
+
+import pytest
+import torch
+from conftest import DEVICES, TOLERANCES, needs_cuda
+
+import loader
+
+fam = loader.load("sampling")
+ref = fam.reference
+ALL_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+# ---------------------------------------------------------------- normal: statistics
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_normal_moments_and_independence(device, dtype):
+    d, n = 6, 40000
+    mean = torch.tensor([0.0, 1.0, -2.0, 5.0, 0.5, 3.0], device=device)
+    std = torch.tensor([1.0, 2.0, 0.5, 0.1, 3.0, 0.0], device=device)
+    x = fam.normal(mean, std, n, dtype=dtype)
+    assert x.shape == (n, d) and x.dtype == dtype and x.device.type == device
+    xf = x.double()
+    # sample means within 5 standard errors (+ the output dtype's rounding)
+    rounding = {torch.float16: 2e-3, torch.bfloat16: 2e-2}.get(dtype, 0.0) * (mean.abs().double() + 1)
+    se = std.double() / math.sqrt(n)
+    assert ((xf.mean(0) - mean.double()).abs() <= 5 * se + rounding).all(), xf.mean(0)
+    # sample std within ~5 standard errors of the std (se ~ std / sqrt(2n))
+    sd = xf.std(0)
+    assert ((sd - std.double()).abs() <= 5 * std.double() / math.sqrt(2 * n) + rounding).all(), sd
+    assert (x[:, 5].double() == 3.0).all()  # std 0 gives the mean exactly
+    # off-diagonal correlation ~ 0: the blog kernel's shared normal per sample gives 1 here
+    corr = torch.corrcoef(xf[:, :5].T.cpu())
+    off = corr - torch.eye(5, dtype=corr.dtype)
+    assert off.abs().max() < 5 / math.sqrt(n), corr
+    # consecutive rows and columns are independent draws (lag-1 correlation along the flat order)
+    z = ((xf[:, :5] - mean[:5].double()) / std[:5].double()).flatten().cpu()
+    lag = torch.corrcoef(torch.stack([z[:-1], z[1:]]))[0, 1]
+    assert lag.abs() < 5 / math.sqrt(z.numel())
+
+
+def test_normal_tails_look_gaussian(device):
+    z = fam.normal(torch.zeros(4, device=device), torch.ones(4, device=device), 50000).flatten().double().cpu()
+    # fraction beyond 1, 2, 3 sigma against the exact values
+    for k, p in [(1, 0.3173105), (2, 0.0455003), (3, 0.0026998)]:
+        frac = (z.abs() > k).double().mean().item()
+        assert abs(frac - p) < 6 * math.sqrt(p * (1 - p) / z.numel()) + 1e-4, (k, frac)
+
+
+def test_normal_sizes(device):
+    one = fam.normal(torch.tensor([2.0], device=device), torch.tensor([0.0], device=device), 1)
+    assert one.shape == (1, 1) and one.item() == 2.0
+    empty = fam.normal(torch.zeros(3, device=device), torch.ones(3, device=device), 0)
+    assert empty.shape == (0, 3)
+    n = (1 << 20) + 3  # n > 10^6 with d = 1, and an odd total (tail chunk)
+    big = fam.normal(torch.tensor([1.0], device=device), torch.tensor([2.0], device=device), n)
+    assert big.shape == (n, 1)
+    assert abs(big.mean().item() - 1.0) < 5 * 2 / math.sqrt(n)
+    assert abs(big.std().item() - 2.0) < 5 * 2 / math.sqrt(2 * n)
+    # d not a multiple of the vector width, so chunks cross rows
+    odd = fam.normal(torch.arange(7.0, device=device), torch.full((7,), 1e-3, device=device), 333)
+    assert (odd - torch.arange(7.0, device=device)).abs().max() < 1e-2
+
+
+def test_normal_reproducible(device):
+    mean, std = torch.zeros(5, device=device), torch.ones(5, device=device)
+    torch.manual_seed(123)
+    a = fam.normal(mean, std, 100)
+    b = fam.normal(mean, std, 100)
+    torch.manual_seed(123)
+    c = fam.normal(mean, std, 100)
+    assert torch.equal(a, c)
+    assert not torch.equal(a, b)  # consecutive calls never reuse draws
+    g = torch.Generator(device=device).manual_seed(7)
+    d1 = fam.normal(mean, std, 10, generator=g)
+    g.manual_seed(7)
+    assert torch.equal(d1, fam.normal(mean, std, 10, generator=g))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_normal_out_variant(device, dtype):
+    mean, std = torch.tensor([1.0, -1.0, 2.0], device=device), torch.tensor([0.5, 1.0, 0.0], device=device)
+    out = torch.full((2000, 3), float("nan"), dtype=dtype, device=device)
+    res = fam.normal(mean, std, 2000, out=out)
+    assert res is out and torch.isfinite(out.float()).all()
+    assert (out[:, 2].float() == 2.0).all()
+    torch.manual_seed(5)
+    a = fam.normal(mean, std, 2000, dtype=dtype)
+    torch.manual_seed(5)
+    fam.normal(mean, std, 2000, out=out)
+    assert torch.equal(a, out)
+    # a misaligned (offset) out still gets every element
+    buf = torch.full((2000 * 3 + 1,), float("nan"), dtype=dtype, device=device)
+    view = buf[1:].view(2000, 3)
+    fam.normal(mean, std, 2000, out=view)
+    assert torch.isfinite(view.float()).all() and torch.isnan(buf[0].float())
+
+
+def test_normal_bad_input(device):
+    m, s = torch.zeros(3, device=device), torch.ones(3, device=device)
+    with pytest.raises((RuntimeError, ValueError), match="std"):
+        fam.normal(m, torch.ones(4, device=device), 5)
+    with pytest.raises((RuntimeError, ValueError), match="mean"):
+        fam.normal(torch.zeros(3, 2, device=device), torch.ones(3, 2, device=device), 5)
+    with pytest.raises((RuntimeError, ValueError), match="mean"):
+        fam.normal(torch.zeros(3, dtype=torch.int64, device=device), s.long(), 5)
+    with pytest.raises((RuntimeError, ValueError), match="std"):
+        fam.normal(m, s.double(), 5)
+    with pytest.raises((RuntimeError, ValueError), match="n must"):
+        fam.normal(m, s, -1)
+    with pytest.raises((RuntimeError, ValueError), match="dtype"):
+        fam.normal(m, s, 5, dtype=torch.int32)
+    with pytest.raises((RuntimeError, ValueError), match="out"):
+        fam.normal(m, s, 5, out=torch.empty(5, 4, device=device))
+    with pytest.raises((RuntimeError, ValueError), match="out"):
+        fam.normal(m, s, 5, out=torch.empty(3, 5, device=device).T)
+
+
+def test_normal_negative_std(device):
+    m, s = torch.zeros(3, device=device), torch.tensor([1.0, -1.0, 1.0], device=device)
+    if device == "cpu":
+        with pytest.raises((RuntimeError, ValueError), match=r"std\[1\]"):
+            fam.normal(m, s, 5)
+    else:  # no host sync on CUDA: the bad column is NaN, the others are fine
+        x = fam.normal(m, s, 5)
+        assert torch.isnan(x[:, 1]).all() and torch.isfinite(x[:, [0, 2]]).all()
+
+
+def test_normal_opcheck(device):
+    m = torch.randn(5, device=device)
+    # std = 0 makes the op deterministic, so every opcheck test (aot dispatch compares runs) applies
+    torch.library.opcheck(fam.ops.normal.default, (m, torch.zeros(5, device=device), 7))
+    torch.library.opcheck(fam.ops.normal.default, (m, torch.ones(5, device=device), 7), {"dtype": torch.bfloat16},
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    out = torch.empty(7, 5, device=device)
+    torch.library.opcheck(fam.ops.normal_out.default, (m, torch.zeros(5, device=device)), {"out": out})
+
+
+# ---------------------------------------------------------------- cem_update
+
+def _check_cem(device, n, d, n_elite, dtype=torch.float32, score_dtype=None, smoothing=0.0, min_std=0.0,
+               maximize=False, scores=None):
+    samples = (torch.randn(n, d, dtype=torch.float64, device=device) * 2 + 1).to(dtype)
+    if scores is None:
+        scores = torch.randn(n, dtype=torch.float64, device=device).to(score_dtype or dtype)
+    mean = torch.randn(d, device=device).to(dtype)
+    std = torch.rand(d, device=device).to(dtype)
+    got = fam.cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
+    want = ref.cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
+    atol, rtol = TOLERANCES[dtype]
+    atol, rtol = max(atol, 1e-9), max(rtol, 1e-9)
+    if dtype == torch.float32:
+        atol, rtol = 2e-5, 2e-5  # different summation orders over n_elite terms
+    for g, w, name in zip(got, want, ("mean", "std")):
+        assert g.dtype == dtype and g.shape == (d,)
+        torch.testing.assert_close(g, w, atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
+    return got
+
+
+@pytest.mark.parametrize("n,d,n_elite", [(100, 7, 10), (1000, 33, 1), (257, 5, 257), (3000, 65, 300)])
+@pytest.mark.parametrize("maximize", [False, True])
+def test_cem_update_matches_reference(device, n, d, n_elite, maximize):
+    _check_cem(device, n, d, n_elite, maximize=maximize)
+
+
+@pytest.mark.parametrize("dtype,score_dtype", [(torch.float64, torch.float64), (torch.float32, torch.float64),
+                                               (torch.bfloat16, torch.float32), (torch.float16, torch.bfloat16),
+                                               (torch.float64, torch.float16)])
+def test_cem_update_dtypes(device, dtype, score_dtype):
+    _check_cem(device, 500, 9, 37, dtype=dtype, score_dtype=score_dtype, smoothing=0.25, min_std=0.05)
+
+
+def test_cem_update_smoothing_and_floor(device):
+    _check_cem(device, 400, 40, 40, smoothing=0.7, min_std=0.9)
+    _check_cem(device, 400, 40, 40, smoothing=1.0)
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_cem_update_ties(device, maximize):
+    # few distinct values: the threshold value is shared by many rows; lower indices must win
+    for n_elite in (1, 17, 150, 299, 300):
+        scores = torch.randint(0, 4, (300,), device=device).float()
+        _check_cem(device, 300, 6, n_elite, scores=scores, maximize=maximize)
+    scores = torch.zeros(300, device=device)
+    scores[::2] = -0.0  # -0.0 == +0.0 ties too
+    _check_cem(device, 300, 6, 100, scores=scores, maximize=maximize)
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_cem_update_nan_and_inf_scores(device, maximize):
+    scores = torch.randn(200, device=device)
+    scores[::3] = float("nan")
+    scores[1] = float("inf")
+    scores[5] = -float("inf")
+    _check_cem(device, 200, 4, 120, scores=scores, maximize=maximize)  # some NaN rows are needed: last, by index
+    _check_cem(device, 200, 4, 50, scores=scores, maximize=maximize)
+
+
+def test_cem_update_many_chunks(device):
+    # enough rows for many row chunks and several radix blocks; d spans several column tiles
+    _check_cem(device, 70001, 70, 7000)
+    scores = torch.randint(0, 50, (70001,), device=device).float()
+    _check_cem(device, 70001, 3, 7000, scores=scores)
+
+
+def test_cem_update_selects_the_elite(device):
+    # the elite rows are exactly known: the mean is their mean
+    n, d = 1000, 3
+    samples = torch.randn(n, d, device=device)
+    scores = torch.arange(n, device=device).flip(0).float()  # the last rows are best
+    m, s = fam.cem_update(samples, scores, 10, torch.zeros(d, device=device), torch.ones(d, device=device))
+    torch.testing.assert_close(m, samples[-10:].mean(0))
+    torch.testing.assert_close(s, samples[-10:].std(0, correction=0))
+
+
+def test_cem_update_bad_input(device):
+    n, d = 20, 3
+    x, sc = torch.randn(n, d, device=device), torch.randn(n, device=device)
+    m, s = torch.zeros(d, device=device), torch.ones(d, device=device)
+    cases = [
+        ((x, sc, 0, m, s), "n_elite"),
+        ((x, sc, n + 1, m, s), "n_elite"),
+        ((x, sc[:-1], 5, m, s), "scores"),
+        ((x[0], sc, 5, m, s), "samples"),
+        ((x, sc, 5, torch.zeros(d + 1, device=device), s), "mean"),
+        ((x, sc, 5, m, torch.ones(d + 1, device=device)), "std"),
+        ((x, sc, 5, m.double(), s.double()), "mean"),
+        ((x, sc.long(), 5, m, s), "scores"),
+    ]
+    for args, name in cases:
+        with pytest.raises((RuntimeError, ValueError), match=name):
+            fam.cem_update(*args)
+    with pytest.raises((RuntimeError, ValueError), match="smoothing"):
+        fam.cem_update(x, sc, 5, m, s, smoothing=1.5)
+    with pytest.raises((RuntimeError, ValueError), match="min_std"):
+        fam.cem_update(x, sc, 5, m, s, min_std=-1.0)
+    if device == "cpu":
+        with pytest.raises((RuntimeError, ValueError), match="std"):
+            fam.cem_update(x, sc, 5, m, -s)
+
+
+def test_cem_update_opcheck(device):
+    x, sc = torch.randn(50, 4, device=device), torch.randn(50, device=device)
+    torch.library.opcheck(fam.ops.cem_update.default, (x, sc, 7, torch.zeros(4, device=device),
+                                                       torch.ones(4, device=device), 0.5, 0.1, True))
+
+
+# ---------------------------------------------------------------- the loop, compile, graphs
+
+def test_cem_minimize_sphere(device):
+    torch.manual_seed(0)
+    d = 8
+
+    def sphere(x):
+        return ((x - 3.0) ** 2).sum(-1)
+
+    res = fam.cem_minimize(sphere, torch.zeros(d, device=device), torch.full((d,), 2.0, device=device),
+                           n_samples=400, n_elite=40, n_iters=25)
+    assert res.history.shape == (25,)
+    assert (res.mean - 3.0).abs().max() < 0.05, res.mean
+    assert res.best_value.item() == pytest.approx(sphere(res.best_x).item())
+    assert res.history[-1] < res.history[0]
+    # maximize the negation: same optimum
+    res2 = fam.cem_minimize(lambda x: -sphere(x), torch.zeros(d, device=device),
+                            torch.full((d,), 2.0, device=device), 400, 40, 25, maximize=True)
+    assert (res2.mean - 3.0).abs().max() < 0.05
+
+
+def test_torch_compile_fullgraph():
+    def step(mean, std, samples):
+        fresh = fam.normal(mean, torch.zeros_like(std), samples.shape[0])  # std 0: deterministic
+        scores = ((samples + fresh) ** 2).sum(-1)
+        return fam.cem_update(samples, scores, 5, mean, std, 0.1, 0.01)
+
+    mean, std, samples = torch.randn(4), torch.rand(4), torch.randn(50, 4)
+    compiled = torch.compile(step, fullgraph=True)
+    for got, want in zip(compiled(mean, std, samples), step(mean, std, samples)):
+        torch.testing.assert_close(got, want)
+
+
+@needs_cuda
+def test_cuda_graph_capture():
+    mean, std = torch.zeros(16, device="cuda"), torch.ones(16, device="cuda")
+    out = torch.empty(256, 16, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up outside the graph
+        fam.normal(mean, std, 256, out=out)
+        fam.cem_minimize(lambda x: (x ** 2).sum(-1), mean, std, 256, 26, 3)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fam.normal(mean, std, 256, out=out)
+        res = fam.cem_minimize(lambda x: ((x - 1) ** 2).sum(-1), mean, std, 256, 26, 20)
+    graph.replay()
+    first = out.clone()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not torch.equal(first, out)  # every replay draws fresh numbers
+    assert (res.mean - 1).abs().max() < 0.1
+    assert abs(out.mean().item()) < 0.1 and abs(out.std().item() - 1) < 0.1
+
+
+@needs_cuda
+def test_cuda_matches_cpu_reference_large():
+    # the benchmark's shape, smaller d: checks many radix blocks and stats tiles on the GPU
+    samples = torch.randn(65536, 100, device="cuda")
+    scores = torch.randn(65536, device="cuda")
+    got = fam.cem_update(samples, scores, 6554, samples[0], samples[1].abs())
+    want = ref.cem_update(samples, scores, 6554, samples[0], samples[1].abs())
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("device_name", DEVICES)
+def test_benchmark_cases_construct(device_name):
+    import importlib
+
+    module = importlib.import_module("benchmarks.cases_sampling")
+    cases = module.cases(device_name, small=True)
+    assert cases
+    for case in cases:
+        case.ours(*case.args)
+        if case.reference is not None:
+            case.reference(*case.args)
