@@ -408,8 +408,8 @@ class Family:
         self._op_names: list[str] = []
 
     def _bind(self, spec: _Spec) -> None:
-        ops_module = None
-        if (spec.dir / "ops.py").is_file():
+        ops_module = sys.modules.get(f"_jk_ops_{spec.namespace}")  # one binding per build: ops.py registers
+        if ops_module is None and (spec.dir / "ops.py").is_file():    # autograd and fakes, which can't repeat
             ops_module = _exec_module(f"_jk_ops_{spec.namespace}", spec.dir / "ops.py",
                                       {"NAMESPACE": spec.namespace})
         reference = None
