@@ -61,9 +61,12 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
         if bad.any():  # the one host sync of this path
             if not torch.isfinite(A).all():
                 raise ValueError("A contains NaN or Inf: its inverse root is undefined")
-            idx = bad.nonzero(as_tuple=True)
-            X = X.clone()
-            X[idx] = _eigh_inverse_root(A[idx], p, eps).to(X.dtype)
+            if A.dim() == 2:
+                X = _eigh_inverse_root(A, p, eps)
+            else:
+                idx = bad.nonzero(as_tuple=True)
+                X = X.clone()
+                X[idx] = _eigh_inverse_root(A[idx], p, eps).to(X.dtype)
     return (X, residual) if return_residual else X
 
 
