@@ -1,0 +1,283 @@
+// Family `linalg`: op schemas, argument checks, the matrix_inverse_root driver and CPU kernels.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/diag_embed.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/accumulate.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "jk.h"
+#include "linalg.h"
+
+namespace linalg {
+
+// ---------------------------------------------------------------- matrix_inverse_root
+
+namespace {
+
+constexpr int64_t kMaxP = 32;
+constexpr double kMaxCond = 1e16;
+// Defaults of max_cond by dtype: the condition number (relative to the Frobenius norm, an
+// upper bound of the largest eigenvalue) the fixed iteration count is guaranteed to handle.
+constexpr double kDefaultMaxCondFloat = 1e5, kDefaultMaxCondDouble = 1e12;
+// How close to 1 the scalar iteration must bring the spectrum of M: about float32 / float64 eps.
+constexpr double kTolFloat = 1e-6, kTolDouble = 1e-12;
+// alpha * (upper bound of spec M) stays below this fraction of p + 1: at p + 1 a step maps an
+// eigenvalue to 0 and beyond it to a negative number, so leave room for rounding.
+constexpr double kTopFraction = 0.95;
+// ... and no step maps the top of the spectrum below this: eigenvalues pushed near 0 carry
+// rounding errors of M relative to their tiny size into X (it mattered for p = 8 in float64).
+constexpr double kMinImage = 1e-4;
+
+// One step of the coupled iteration on one eigenvalue m of M: m * ((p + 1 - m) / p)^p.
+double newton_map(double m, int64_t p) { return m * std::pow((p + 1 - m) / p, static_cast<double>(p)); }
+
+// The scalings alpha_k of the scaled coupled Newton iteration. The spectrum of M_0 lies in
+// [1/max_cond, 1]; each step scales M by alpha, chosen so that both ends of the interval map
+// to the same value (the map rises on (0, 1] and falls on [1, p + 1)), which shrinks the
+// interval's ratio by up to ~2.4 * alpha (12x for p = 4) per step instead of 2.4x unscaled.
+// Computed on the host from (p, max_cond, dtype) only, so the step count is fixed and known
+// before any data is read: no host sync, CUDA-graph capturable.
+std::vector<double> newton_schedule(int64_t p, double max_cond, double tol) {
+  // The largest x in [1, kTopFraction (p + 1)] with newton_map(x) >= kMinImage (it falls there).
+  double x_lo = 1.0, x_hi = kTopFraction * (p + 1);
+  if (newton_map(x_hi, p) < kMinImage) {
+    for (int it = 0; it < 200; ++it) {
+      const double mid = 0.5 * (x_lo + x_hi);
+      (newton_map(mid, p) >= kMinImage ? x_lo : x_hi) = mid;
+    }
+    x_hi = x_lo;
+  }
+  std::vector<double> alphas;
+  double lo_end = 1.0 / max_cond, hi_end = 1.0;
+  while (alphas.size() < 400) {
+    const double a_min = 1.0 / hi_end, a_max = x_hi / hi_end;
+    double a = a_max;
+    if (newton_map(a_max * lo_end, p) > newton_map(a_max * hi_end, p)) {
+      double lo = a_min, hi = a_max;  // the ends' images cross between a_min and a_max: bisect
+      for (int it = 0; it < 200; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (newton_map(mid * lo_end, p) < newton_map(mid * hi_end, p) ? lo : hi) = mid;
+      }
+      a = 0.5 * (lo + hi);
+    }
+    const double f_lo = newton_map(a * lo_end, p), f_hi = newton_map(a * hi_end, p);
+    alphas.push_back(a);
+    const bool one_inside = a * lo_end <= 1.0 && 1.0 <= a * hi_end;
+    hi_end = one_inside ? 1.0 : std::max(f_lo, f_hi);
+    lo_end = std::min(f_lo, f_hi);
+    if (hi_end - lo_end <= tol) break;
+  }
+  return alphas;
+}
+
+// T^p by repeated squaring: 2 products for p = 4, 3 for p = 8.
+at::Tensor bmm_power(const at::Tensor& T, int64_t p) {
+  at::Tensor result, base = T;
+  while (true) {
+    if (p & 1) result = result.defined() ? at::bmm(result, base) : base;
+    p >>= 1;
+    if (p == 0) return result;
+    base = at::bmm(base, base);
+  }
+}
+
+void check_matrix_inverse_root_args(const at::Tensor& A, int64_t p, double eps, double max_cond) {
+  jk::check_float32_or_64(A, "A");
+  TORCH_CHECK_VALUE(A.dim() >= 2, "A must be a square matrix (n, n) or a batch of them (..., n, n), got shape ",
+                    A.sizes());
+  TORCH_CHECK_VALUE(A.size(-1) == A.size(-2), "A must be square in its last two dims, got shape ", A.sizes());
+  TORCH_CHECK_VALUE(p >= 1 && p <= kMaxP, "p must be an integer in [1, ", kMaxP, "], got ", p);
+  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be finite and >= 0, got ", eps);
+  TORCH_CHECK_VALUE(max_cond == 0 || (max_cond >= 1 && max_cond <= kMaxCond),
+                    "max_cond must be 0 (the dtype's default) or in [1, 1e16], got ", max_cond);
+}
+
+}  // namespace
+
+// Coupled Newton iteration for (A + eps I)^(-1/p) (Guo & Higham 2006), scaled per step:
+//   M_0 = (A + eps I) / u,  X_0 = u^(-1/p) I,  u = ||A||_F + eps >= lambda_max(A + eps I)
+//   T_k = alpha^(1/p) ((p + 1) I - alpha M_k) / p,  X_{k+1} = X_k T_k,  M_{k+1} = T_k^p M_k
+// keeps M_k = X_k^p (A + eps I) and drives M_k -> I, so X_k -> (A + eps I)^(-1/p). It is
+// stable (errors in M are damped, errors in X not amplified). residual = ||M - I||_F before
+// the last step (the last M is never formed); the last step squares it, roughly.
+std::tuple<at::Tensor, at::Tensor> matrix_inverse_root_impl(const at::Tensor& A_in, int64_t p, double eps,
+                                                            double max_cond, EyeAxpyFn eye_axpy) {
+  check_matrix_inverse_root_args(A_in, p, eps, max_cond);
+  const int64_t n = A_in.size(-1);
+  const std::vector<int64_t> batch(A_in.sizes().begin(), A_in.sizes().end() - 2);
+  const int64_t nb = c10::multiply_integers(batch);
+  if (nb == 0 || n == 0) return {at::empty(A_in.sizes(), A_in.options()), at::zeros(batch, A_in.options())};
+  const at::Tensor A = A_in.contiguous().view({nb, n, n});
+  const bool is_double = A.scalar_type() == at::kDouble;
+  if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
+  const std::vector<double> alphas = newton_schedule(p, max_cond, is_double ? kTolDouble : kTolFloat);
+  const int64_t steps = static_cast<int64_t>(alphas.size());
+
+  const at::Tensor u = at::linalg_vector_norm(A.view({nb, n * n}), 2, at::IntArrayRef{1}).add(eps);  // (nb,)
+  const at::Tensor inv_u = u.reciprocal(), x0 = u.pow(-1.0 / static_cast<double>(p));
+  at::Tensor M = at::empty({nb, n, n}, A.options());
+  eye_axpy(M, A, inv_u, 1.0, inv_u, eps);  // M_0 = (A + eps I) / u
+  at::Tensor X, residual;
+  for (int64_t k = 0; k < steps; ++k) {
+    const double a = alphas[k], a_root = std::pow(a, 1.0 / static_cast<double>(p));
+    at::Tensor T = at::empty_like(M);
+    eye_axpy(T, M, {}, -a_root * a / p, {}, a_root * (p + 1) / p);
+    if (k == 0) {
+      X = at::empty_like(M);
+      eye_axpy(X, T, x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
+    } else {
+      X = at::bmm(X, T);
+    }
+    if (k == steps - 1) {
+      at::Tensor R = at::empty_like(M);
+      eye_axpy(R, M, {}, 1.0, {}, -1.0);
+      residual = at::linalg_vector_norm(R.view({nb, n * n}), 2, at::IntArrayRef{1});
+      break;  // the last M is never used
+    }
+    M = at::bmm(bmm_power(T, p), M);
+  }
+
+  // Diagonal input (n = 1, A = I, ...): the exact elementwise answer, as the reference
+  // computes it (eigenvalues clamped at 0), and residual 0. Decided on the device: no sync.
+  const at::Tensor diag = A.diagonal(0, 1, 2);
+  const at::Tensor off_diag = A.abs().sum(at::IntArrayRef{1, 2}).sub(diag.abs().sum(at::IntArrayRef{1}));
+  const at::Tensor is_diag = off_diag.eq(0);
+  const at::Tensor X_diag = at::diag_embed(diag.clamp_min(0).add(eps).pow(-1.0 / static_cast<double>(p)));
+  X = at::where(is_diag.view({nb, 1, 1}), X_diag, X);
+  residual = residual.masked_fill(is_diag, 0);
+  return {X.view(A_in.sizes()), residual.view(batch)};
+}
+
+// ---------------------------------------------------------------- kron, per-sample grads
+
+at::Tensor kron_impl(const at::Tensor& A, const at::Tensor& B, KronFn kernel) {
+  jk::check_float(A, "A");
+  jk::check_same_device(A, "A", B, "B");
+  jk::check_same_dtype(A, "A", B, "B");
+  TORCH_CHECK_VALUE(A.dim() >= 2, "A must be a matrix (m, n) or a batch of them (..., m, n), got shape ", A.sizes());
+  TORCH_CHECK_VALUE(B.dim() == A.dim() && B.sizes().slice(0, B.dim() - 2) == A.sizes().slice(0, A.dim() - 2),
+                    "B must have the same batch dims as A (shapes (..., m, n) and (..., p, q)), got A ",
+                    A.sizes(), " and B ", B.sizes());
+  const int64_t m = A.size(-2), n = A.size(-1), p = B.size(-2), q = B.size(-1);
+  std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end() - 2);
+  const int64_t nb = c10::multiply_integers(shape);
+  shape.push_back(m * p);
+  shape.push_back(n * q);
+  at::Tensor out = at::empty(shape, A.options());
+  if (out.numel() > 0) {
+    kernel(out.view({nb, m * p, n * q}), A.contiguous().view({nb, m, n}), B.contiguous().view({nb, p, q}));
+  }
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> per_sample_grad_linear_impl(const at::Tensor& x, const at::Tensor& grad_out,
+                                                               bool with_bias, KronFn kernel) {
+  jk::check_float(x, "x");
+  jk::check_same_device(x, "x", grad_out, "grad_out");
+  jk::check_same_dtype(x, "x", grad_out, "grad_out");
+  jk::check_dim(x, "x", 2);
+  jk::check_dim(grad_out, "grad_out", 2);
+  TORCH_CHECK_VALUE(grad_out.size(0) == x.size(0), "grad_out has batch size ", grad_out.size(0),
+                    " but x has batch size ", x.size(0));
+  const int64_t batch = x.size(0), in = x.size(1), out = grad_out.size(1);
+  at::Tensor grad_w = at::empty({batch, out, in}, x.options());
+  // The outer product g_b x_b^T is kron of a column (out, 1) and a row (1, in).
+  if (grad_w.numel() > 0) kernel(grad_w, grad_out.contiguous().view({batch, out, 1}), x.contiguous().view({batch, 1, in}));
+  at::Tensor grad_b = with_bias ? grad_out.clone(at::MemoryFormat::Contiguous) : at::empty({batch, 0}, x.options());
+  return {grad_w, grad_b};
+}
+
+// ---------------------------------------------------------------- CPU kernels
+
+namespace {
+
+template <typename T>
+void eye_axpy_cpu_typed(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
+                        const at::Tensor& d_vec, double d_scale) {
+  const int64_t n = out.size(1), rows = out.size(0) * n;
+  T* o = out.mutable_data_ptr<T>();
+  const T* x = in.defined() ? in.const_data_ptr<T>() : nullptr;
+  const T* av = a_vec.defined() ? a_vec.const_data_ptr<T>() : nullptr;
+  const T* dv = d_vec.defined() ? d_vec.const_data_ptr<T>() : nullptr;
+  at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / n), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / n, i = row % n;
+      const T a = static_cast<T>(a_scale) * (av ? av[b] : T(1));
+      const T d = static_cast<T>(d_scale) * (dv ? dv[b] : T(1));
+      T* orow = o + row * n;
+      if (x) {
+        const T* xrow = x + row * n;
+        for (int64_t j = 0; j < n; ++j) orow[j] = a * xrow[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) orow[j] = T(0);
+      }
+      orow[i] += d;
+    }
+  });
+}
+
+void eye_axpy_cpu(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
+                  const at::Tensor& d_vec, double d_scale) {
+  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "eye_axpy_cpu", [&] {
+    eye_axpy_cpu_typed<scalar_t>(out, in, a_vec, a_scale, d_vec, d_scale);
+  });
+}
+
+void kron_cpu_kernel(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
+  const int64_t m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2);
+  const int64_t rows = out.size(0) * m * p, cols = n * q;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "kron_cpu", [&] {
+    scalar_t* o = out.mutable_data_ptr<scalar_t>();
+    const scalar_t* a_data = A.const_data_ptr<scalar_t>();
+    const scalar_t* b_data = B.const_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / cols), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t b = row / (m * p), r = row % (m * p), i = r / p, k = r % p;
+        const scalar_t* a_row = a_data + (b * m + i) * n;
+        const scalar_t* b_row = b_data + (b * p + k) * q;
+        scalar_t* o_row = o + row * cols;
+        for (int64_t j = 0; j < n; ++j) {
+          const scalar_t aj = a_row[j];
+          for (int64_t l = 0; l < q; ++l) o_row[j * q + l] = kron_mul(aj, b_row[l]);
+        }
+      }
+    });
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> matrix_inverse_root_cpu(const at::Tensor& A, int64_t p, double eps,
+                                                           double max_cond) {
+  return matrix_inverse_root_impl(A, p, eps, max_cond, &eye_axpy_cpu);
+}
+
+at::Tensor kron_cpu(const at::Tensor& A, const at::Tensor& B) { return kron_impl(A, B, &kron_cpu_kernel); }
+
+std::tuple<at::Tensor, at::Tensor> per_sample_grad_linear_cpu(const at::Tensor& x, const at::Tensor& grad_out,
+                                                              bool with_bias) {
+  return per_sample_grad_linear_impl(x, grad_out, with_bias, &kron_cpu_kernel);
+}
+
+}  // namespace
+
+JK_LIBRARY(m) {
+  m.def("matrix_inverse_root(Tensor A, int p=4, float eps=1e-6, float max_cond=0.0) -> (Tensor, Tensor)");
+  m.def("kron(Tensor A, Tensor B) -> Tensor");
+  m.def("per_sample_grad_linear(Tensor x, Tensor grad_out, bool with_bias=True) -> (Tensor, Tensor)");
+}
+
+JK_LIBRARY_IMPL(CPU, m) {
+  m.impl("matrix_inverse_root", &matrix_inverse_root_cpu);
+  m.impl("kron", &kron_cpu);
+  m.impl("per_sample_grad_linear", &per_sample_grad_linear_cpu);
+}
+
+}  // namespace linalg

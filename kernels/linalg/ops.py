@@ -1,0 +1,396 @@
+"""Second-order optimizer kernels: matrix inverse roots, Kronecker products, per-sample
+gradients, and a Shampoo optimizer built on them.
+
+Ops (CPU and CUDA): matrix_inverse_root (float32, float64), kron and per_sample_grad_linear
+(float32, float64, float16, bfloat16; products of half types are formed in float32).
+Python helpers: per_sample_grads, memory_info, Shampoo.
+"""
+import math
+import os
+
+import torch
+from torch import nn
+
+NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+_ops = getattr(torch.ops, NAMESPACE)
+
+__all__ = ["matrix_inverse_root", "kron", "per_sample_grad_linear", "per_sample_grads", "memory_info", "Shampoo"]
+
+# Converged when residual <= rtol * sqrt(n) (residual: ||M - I||_F before the last step,
+# which roughly squares it). Tuned on random SPD input: converged float32 runs sit ~10x below.
+_RESIDUAL_RTOL = {torch.float32: 5e-3, torch.float64: 1e-5}
+
+
+def _no_sync_wanted(A: torch.Tensor) -> bool:
+    """Inside torch.compile tracing or CUDA graph capture a host sync is impossible."""
+    if torch.compiler.is_compiling():
+        return True
+    return A.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def _eigh_inverse_root(A: torch.Tensor, p: int, eps: float) -> torch.Tensor:
+    L, V = torch.linalg.eigh((A + A.mT) / 2)
+    return (V * (L.clamp_min(0) + eps).pow(-1.0 / p).unsqueeze(-2)) @ V.mT
+
+
+def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_cond: float | None = None,
+                        fallback: str = "auto", return_residual: bool = False):
+    """(A + eps I)^(-1/p) for symmetric positive semi-definite A of shape (n, n) or (..., n, n).
+
+    A scaled coupled Newton iteration (Guo & Higham 2006) built on matrix products, with a
+    step count fixed by (p, max_cond, dtype): no host sync, CUDA-graph capturable.
+    dtypes: float32 and float64 (TF32 is turned off inside the op). p: integer in [1, 32].
+    max_cond: the largest cond(A + eps I) * ||A||_F / ||A||_2 the fixed step count is built for
+      (default 1e5 in float32, 1e12 in float64); larger input converges only partly.
+    fallback: "auto" checks each matrix's residual on the host (one sync) and recomputes the
+      ones that did not converge with eigh; it raises ValueError if A holds NaN or Inf. Under
+      torch.compile or CUDA graph capture "auto" acts as "never". "never": no check, no sync
+      (non-finite input gives NaN). "always": eigh only (the slow route).
+    Diagonal matrices (n = 1, A = I) are computed exactly, elementwise.
+    Differentiable in A (backward through eigh: exact for symmetric A, slower than forward).
+    Returns X, or (X, residual) with residual = ||M - I||_F per matrix if return_residual.
+    """
+    if fallback not in ("auto", "never", "always"):
+        raise ValueError(f"fallback must be 'auto', 'never' or 'always', got {fallback!r}")
+    if fallback == "always":
+        X, residual = _eigh_inverse_root(A, p, eps), A.new_zeros(A.shape[:-2])
+        return (X, residual) if return_residual else X
+    X, residual = _ops.matrix_inverse_root(A, p, eps, float(max_cond or 0.0))
+    if fallback == "auto" and not _no_sync_wanted(A) and A.numel() > 0:
+        bad = ~(residual <= _RESIDUAL_RTOL[A.dtype] * math.sqrt(A.shape[-1]))  # NaN counts as bad
+        if bad.any():  # the one host sync of this path
+            if not torch.isfinite(A).all():
+                raise ValueError("A contains NaN or Inf: its inverse root is undefined")
+            if A.dim() == 2:
+                X = _eigh_inverse_root(A, p, eps)
+            else:
+                idx = bad.nonzero(as_tuple=True)
+                X = X.clone()
+                X[idx] = _eigh_inverse_root(A[idx], p, eps).to(X.dtype)
+    return (X, residual) if return_residual else X
+
+
+@torch.library.register_fake(f"{NAMESPACE}::matrix_inverse_root")
+def _matrix_inverse_root_fake(A, p=4, eps=1e-6, max_cond=0.0):
+    return A.new_empty(A.shape), A.new_empty(A.shape[:-2])
+
+
+def _matrix_inverse_root_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+    ctx.p, ctx.eps = inputs[1], inputs[2]
+
+
+def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
+    # Daleckii-Krein: for A = V diag(l) V^T and f(l) = (l + eps)^(-1/p),
+    # dA = V (F o (V^T dX V)) V^T with F_ij = (f_i - f_j) / (l_i - l_j), f'(l_i) on the diagonal.
+    (A,) = ctx.saved_tensors
+    p, eps = ctx.p, ctx.eps
+    L, V = torch.linalg.eigh(A)
+    shifted = L + eps
+    f = shifted.pow(-1.0 / p)
+    df = -f / (p * shifted)
+    dl = L.unsqueeze(-1) - L.unsqueeze(-2)
+    same = dl.abs() <= 1e-9 * L.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(1e-30)
+    mid = (df.unsqueeze(-1) + df.unsqueeze(-2)) / 2
+    F = torch.where(same, mid, (f.unsqueeze(-1) - f.unsqueeze(-2)) / torch.where(same, torch.ones_like(dl), dl))
+    return V @ (F * (V.mT @ grad_X @ V)) @ V.mT, None, None, None
+
+
+torch.library.register_autograd(f"{NAMESPACE}::matrix_inverse_root", _matrix_inverse_root_backward,
+                                setup_context=_matrix_inverse_root_setup)
+
+
+def kron(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """Kronecker product of A (m, n) and B (p, q): (m*p, n*q), or per batch entry for
+    A (..., m, n), B (..., p, q) with equal batch dims. The output is written once, coalesced.
+
+    dtypes: float32, float64, float16, bfloat16. Differentiable in A and B.
+    """
+    return _ops.kron(A, B)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::kron")
+def _kron_fake(A, B):
+    return A.new_empty((*A.shape[:-2], A.shape[-2] * B.shape[-2], A.shape[-1] * B.shape[-1]))
+
+
+def _kron_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+
+
+def _kron_backward(ctx, grad):
+    A, B = ctx.saved_tensors
+    (m, n), (p, q) = A.shape[-2:], B.shape[-2:]
+    G = grad.reshape(*grad.shape[:-2], m, p, n, q)
+    grad_A = torch.einsum("...ikjl,...kl->...ij", G, B) if ctx.needs_input_grad[0] else None
+    grad_B = torch.einsum("...ikjl,...ij->...kl", G, A) if ctx.needs_input_grad[1] else None
+    return grad_A, grad_B
+
+
+torch.library.register_autograd(f"{NAMESPACE}::kron", _kron_backward, setup_context=_kron_setup)
+
+
+def per_sample_grad_linear(x: torch.Tensor, grad_out: torch.Tensor, with_bias: bool = True):
+    """Per-sample gradients of a Linear layer y = x W^T + b from its input x (B, in) and the
+    gradient of the summed per-sample losses at its output, grad_out (B, out).
+
+    Returns (grad_weight (B, out, in), grad_bias (B, out) or None if not with_bias); the
+    weight gradients are outer products, written once. dtypes: float32, float64, float16,
+    bfloat16. Differentiable in x and grad_out.
+    """
+    grad_w, grad_b = _ops.per_sample_grad_linear(x, grad_out, with_bias)
+    return grad_w, (grad_b if with_bias else None)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::per_sample_grad_linear")
+def _per_sample_grad_linear_fake(x, grad_out, with_bias=True):
+    batch, out = grad_out.shape
+    return x.new_empty((batch, out, x.shape[1])), x.new_empty((batch, out if with_bias else 0))
+
+
+def _per_sample_grad_linear_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.with_bias = inputs[2]
+
+
+def _per_sample_grad_linear_backward(ctx, grad_w, grad_b):
+    x, g = ctx.saved_tensors
+    grad_x = torch.einsum("boi,bo->bi", grad_w, g) if ctx.needs_input_grad[0] else None
+    grad_g = None
+    if ctx.needs_input_grad[1]:
+        grad_g = torch.einsum("boi,bi->bo", grad_w, x)
+        if ctx.with_bias and grad_b is not None:
+            grad_g = grad_g + grad_b
+    return grad_x, grad_g, None
+
+
+torch.library.register_autograd(f"{NAMESPACE}::per_sample_grad_linear", _per_sample_grad_linear_backward,
+                                setup_context=_per_sample_grad_linear_setup)
+
+
+# ---------------------------------------------------------------- per-sample gradients of a model
+
+def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: torch.Tensor) -> dict:
+    """Gradient of loss_fn(model(inputs[i:i+1]), targets[i:i+1]) for every sample i, as a
+    dict parameter name -> (B, *param.shape), for the parameters that require grad.
+
+    nn.Linear layers (batch-first inputs) use one forward and one backward of the whole batch
+    and the per_sample_grad_linear kernel; any other parameter uses torch.func (vmap of grad
+    over samples, via functional_call on the same model: nothing is rebuilt). The model must
+    treat samples independently (eval-mode BatchNorm, no cross-sample layers).
+    """
+    params = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    linears = {}  # module -> its parameter names (that require grad)
+    for mod_name, mod in model.named_modules():
+        if isinstance(mod, nn.Linear):
+            prefix = f"{mod_name}." if mod_name else ""
+            names = {kind: prefix + kind for kind in ("weight", "bias")
+                     if getattr(mod, kind) is not None and prefix + kind in params}
+            if names:
+                linears[mod] = names
+    linear_names = {name for names in linears.values() for name in names.values()}
+    result = {}
+
+    if linears:
+        calls = []  # (module, input, output) for every call of a Linear in the forward
+
+        def hook(mod, args, out):
+            calls.append((mod, args[0], out))
+
+        handles = [mod.register_forward_hook(hook) for mod in linears]
+        try:
+            with torch.enable_grad():
+                outputs = model(inputs)
+        finally:
+            for h in handles:
+                h.remove()
+        with torch.enable_grad():
+            losses = torch.func.vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)))(outputs, targets)
+            grads_out = torch.autograd.grad(losses.sum(), [out for _, _, out in calls], allow_unused=True)
+        batch = inputs.shape[0]
+        for (mod, x, out), g in zip(calls, grads_out):
+            if g is None:
+                continue
+            names = linears[mod]
+            x = x.detach()
+            if x.dim() == 2:
+                gw, gb = per_sample_grad_linear(x, g, with_bias="bias" in names)
+            else:  # (B, ..., in): sum the outer products over the inner positions
+                gw = torch.einsum("b...o,b...i->boi", g, x)
+                gb = g.reshape(batch, -1, g.shape[-1]).sum(1) if "bias" in names else None
+            for kind, value in (("weight", gw), ("bias", gb)):
+                if kind in names:
+                    name = names[kind]
+                    result[name] = value if name not in result else result[name] + value
+        for names in linears.values():  # layers the forward never reached
+            for name in names.values():
+                result.setdefault(name, torch.zeros(batch, *params[name].shape, dtype=params[name].dtype,
+                                                    device=params[name].device))
+
+    others = {name: p.detach() for name, p in params.items() if name not in linear_names}
+    if others:
+        def loss_one(other_params, x, t):
+            out = torch.func.functional_call(model, other_params, (x.unsqueeze(0),), strict=False)
+            return loss_fn(out, t.unsqueeze(0))
+
+        result.update(torch.func.vmap(torch.func.grad(loss_one), in_dims=(None, 0, 0))(others, inputs, targets))
+    return {name: result[name] for name in params}
+
+
+def memory_info(device=None) -> dict:
+    """Bytes of memory on `device` (default: the current CUDA device, else the CPU):
+    total and free (from the CUDA driver; for the CPU from /proc/meminfo), and PyTorch's
+    caching allocator's reserved and allocated bytes (0 on the CPU)."""
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        return {"total": total, "free": free, "reserved": torch.cuda.memory_reserved(device),
+                "allocated": torch.cuda.memory_allocated(device)}
+    if device.type != "cpu":
+        raise ValueError(f"device must be cpu or cuda, got {device}")
+    page = os.sysconf("SC_PAGE_SIZE")
+    total, free = os.sysconf("SC_PHYS_PAGES") * page, os.sysconf("SC_AVPHYS_PAGES") * page
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return {"total": total, "free": free, "reserved": 0, "allocated": 0}
+
+
+# ---------------------------------------------------------------- Shampoo
+
+class Shampoo(torch.optim.Optimizer):
+    """Shampoo (Gupta et al. 2018) with Adam grafting (Anil et al. 2020).
+
+    For a parameter with 2 or more dims, viewed as a matrix G (shape[0], rest), split into
+    blocks of at most block_size x block_size: left and right statistics L = EMA(G G^T),
+    R = EMA(G^T G) per block (decay betas[1]); every update_freq steps their inverse 4th
+    roots are recomputed, all blocks of all parameters at once (one batched
+    matrix_inverse_root call per distinct block size; one call when all blocks are equal).
+    The direction L^(-1/4) m R^(-1/4) (m: Adam's first moment, bias-corrected) is grafted to
+    Adam's step size: rescaled per parameter to the norm of Adam's direction. 1-D parameters
+    (biases, norms) take Adam's step (the diagonal fallback). Weight decay is decoupled (AdamW).
+
+    root_eps: regularization relative to each statistic's size: (S/||S||_F + root_eps I)^(-1/4)
+      ||S||_F^(-1/4), which bounds the condition number by 1/root_eps, so the fixed Newton step
+      count always converges (no host sync in step()).
+    root_method: "newton" (this family's kernel) or "eigh" (the usual, slow route; for comparison).
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, *, update_freq: int = 1, block_size: int = 1024,
+                 root_eps: float = 1e-5, root_method: str = "newton"):
+        if lr < 0 or not 0 <= betas[0] < 1 or not 0 <= betas[1] <= 1 or eps < 0 or weight_decay < 0:
+            raise ValueError("Shampoo: lr, eps, weight_decay must be >= 0 and betas in [0, 1)")
+        if update_freq < 1 or block_size < 1 or not 0 < root_eps < 1:
+            raise ValueError("Shampoo: update_freq, block_size must be >= 1 and root_eps in (0, 1)")
+        if root_method not in ("newton", "eigh"):
+            raise ValueError(f"root_method must be 'newton' or 'eigh', got {root_method!r}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, update_freq=update_freq,
+                        block_size=block_size, root_eps=root_eps, root_method=root_method)
+        super().__init__(params, defaults)
+
+    @staticmethod
+    def _stat_dtype(p):
+        return torch.float32 if p.dtype in (torch.float16, torch.bfloat16) else p.dtype
+
+    @staticmethod
+    def _blocks(rows, cols, size):
+        return [(r, min(r + size, rows), c, min(c + size, cols))
+                for r in range(0, rows, size) for c in range(0, cols, size)]
+
+    def _init_state(self, p, group):
+        state = self.state[p]
+        state["step"] = 0
+        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if p.dim() >= 2:
+            rows, cols = p.shape[0], p[0].numel()
+            dtype = self._stat_dtype(p)
+            blocks = self._blocks(rows, cols, group["block_size"])
+            state["L"] = [torch.zeros(r1 - r0, r1 - r0, dtype=dtype, device=p.device) for r0, r1, _, _ in blocks]
+            state["R"] = [torch.zeros(c1 - c0, c1 - c0, dtype=dtype, device=p.device) for _, _, c0, c1 in blocks]
+            state["PL"] = [torch.eye(r1 - r0, dtype=dtype, device=p.device) for r0, r1, _, _ in blocks]
+            state["PR"] = [torch.eye(c1 - c0, dtype=dtype, device=p.device) for _, _, c0, c1 in blocks]
+
+    def _inverse_roots(self, todo):
+        """todo: list of (statistic, output list, index, root_eps, method). All in one batched call
+        per (block size, dtype, device, root_eps, method)."""
+        groups = {}
+        for stat, out, i, root_eps, method in todo:
+            key = (stat.shape[0], stat.dtype, stat.device, root_eps, method)
+            groups.setdefault(key, []).append((stat, out, i))
+        for (n, _, _, root_eps, method), items in groups.items():
+            S = torch.stack([s for s, _, _ in items])
+            norm = torch.linalg.matrix_norm(S).clamp_min(torch.finfo(S.dtype).tiny)[:, None, None]
+            if method == "newton":
+                X = matrix_inverse_root(S / norm, 4, root_eps, max_cond=min(1e16, 1.01 / root_eps + 1),
+                                        fallback="never")
+            else:
+                X = _eigh_inverse_root(S / norm, 4, root_eps)
+            X = X * norm.pow(-0.25)
+            for (_, out, i), x in zip(items, X.unbind(0)):
+                out[i] = x
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        work, todo = [], []
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Shampoo does not support sparse gradients")
+                state = self.state[p]
+                if not state:
+                    self._init_state(p, group)
+                state["step"] += 1
+                g = p.grad
+                state["exp_avg"].lerp_(g, 1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                if p.dim() >= 2:
+                    dtype = self._stat_dtype(p)
+                    for key in ("L", "R", "PL", "PR"):  # load_state_dict casts to the param's dtype
+                        state[key] = [t.to(dtype) for t in state[key]]
+                    G = g.reshape(p.shape[0], -1).to(dtype)
+                    blocks = self._blocks(G.shape[0], G.shape[1], group["block_size"])
+                    for i, (r0, r1, c0, c1) in enumerate(blocks):
+                        Gb = G[r0:r1, c0:c1]
+                        state["L"][i].mul_(beta2).addmm_(Gb, Gb.T, alpha=1 - beta2)
+                        state["R"][i].mul_(beta2).addmm_(Gb.T, Gb, alpha=1 - beta2)
+                        if (state["step"] - 1) % group["update_freq"] == 0:
+                            todo.append((state["L"][i], state["PL"], i, group["root_eps"], group["root_method"]))
+                            todo.append((state["R"][i], state["PR"], i, group["root_eps"], group["root_method"]))
+                work.append((p, group, blocks if p.dim() >= 2 else None))
+        if todo:
+            self._inverse_roots(todo)
+        for p, group, blocks in work:
+            state = self.state[p]
+            beta1, beta2 = group["betas"]
+            t = state["step"]
+            m_hat = state["exp_avg"] / (1 - beta1 ** t)
+            adam = m_hat / ((state["exp_avg_sq"] / (1 - beta2 ** t)).sqrt_().add_(group["eps"]))
+            if blocks is None:
+                direction = adam
+            else:
+                M = m_hat.reshape(p.shape[0], -1).to(self._stat_dtype(p))
+                D = torch.empty_like(M)
+                for i, (r0, r1, c0, c1) in enumerate(blocks):
+                    D[r0:r1, c0:c1] = state["PL"][i] @ M[r0:r1, c0:c1] @ state["PR"][i]
+                # Grafting: Shampoo's direction with Adam's step length (norms on the device: no sync).
+                scale = torch.linalg.vector_norm(adam) / torch.linalg.vector_norm(D).clamp_min(1e-30)
+                direction = (D * scale).reshape(p.shape).to(p.dtype)
+            if group["weight_decay"]:
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+            p.add_(direction, alpha=-group["lr"])
+        return loss

@@ -1,0 +1,369 @@
+"""Family `linalg` against its plain-PyTorch reference (and eigh), on every device present."""
+import copy
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import loader
+from conftest import DEVICES, TOLERANCES, needs_cuda
+
+linalg = loader.load("linalg")
+ref = linalg.reference
+ops = linalg.ops
+
+
+def random_spd(n, cond, batch=(), dtype=torch.float64, device="cpu", generator=None):
+    """Q diag(lambda) Q^T with eigenvalues log-spaced from 1 down to 1/cond."""
+    Q, _ = torch.linalg.qr(torch.randn(*batch, n, n, dtype=torch.float64, generator=generator))
+    lam = torch.logspace(0, -math.log10(cond), n, dtype=torch.float64)
+    A = (Q * lam) @ Q.mT
+    return ((A + A.mT) / 2).to(dtype=dtype, device=device)
+
+
+def rel_err(X, R):
+    return (torch.linalg.matrix_norm(X.double() - R.double()) / torch.linalg.matrix_norm(R.double())).max().item()
+
+
+# ---------------------------------------------------------------- matrix_inverse_root
+
+@pytest.mark.parametrize("p", [1, 2, 4, 8])
+@pytest.mark.parametrize("dtype,cond,bar", [(torch.float32, 1e3, 1e-3), (torch.float64, 1e8, 1e-6)])
+def test_inverse_root_accuracy_bar(device, p, dtype, cond, bar):
+    A = random_spd(48, cond, batch=(3,), dtype=dtype, device=device)
+    X = linalg.matrix_inverse_root(A, p, 0.0, fallback="never")
+    assert X.shape == A.shape and X.dtype == dtype
+    assert rel_err(X, ref.matrix_inverse_root(A, p, 0.0)) <= bar
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 100])
+def test_inverse_root_sizes_and_eps(device, n):
+    A = random_spd(n, 1e3, batch=(2, 2), device=device).float()
+    X, residual = linalg.matrix_inverse_root(A, 4, 1e-3, fallback="never", return_residual=True)
+    assert X.shape == (2, 2, n, n) and residual.shape == (2, 2)
+    assert rel_err(X, ref.matrix_inverse_root(A, 4, 1e-3)) <= 1e-3
+    assert (residual <= 5e-3 * math.sqrt(n)).all()
+
+
+@pytest.mark.parametrize("n", [1024, 4096])
+@needs_cuda
+def test_inverse_root_large_cuda(n):
+    A = random_spd(n, 1e3, device="cuda").float()
+    X = linalg.matrix_inverse_root(A, 4, 0.0)
+    assert rel_err(X, ref.matrix_inverse_root(A, 4, 0.0)) <= 1e-3
+    A = random_spd(n, 1e8, device="cuda")
+    assert rel_err(linalg.matrix_inverse_root(A, 4, 0.0), ref.matrix_inverse_root(A, 4, 0.0)) <= 1e-6
+
+
+@needs_cuda
+def test_inverse_root_batched_cuda_ignores_tf32():
+    A = random_spd(256, 1e3, batch=(64,), device="cuda").float()
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        X = linalg.matrix_inverse_root(A, 4, 0.0, fallback="never")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    assert rel_err(X, ref.matrix_inverse_root(A, 4, 0.0)) <= 1e-3
+
+
+def test_inverse_root_identity_is_exact(device):
+    for dtype in (torch.float32, torch.float64):
+        I = torch.eye(6, dtype=dtype, device=device).expand(3, 6, 6)
+        for p in (1, 2, 4, 8):
+            assert torch.equal(linalg.matrix_inverse_root(I, p, 0.0), I)
+    D = torch.diag(torch.tensor([4.0, 16.0, 0.0], device=device))
+    expected = torch.diag(torch.tensor([4.01, 16.01, 0.01], device=device) ** -0.5)
+    torch.testing.assert_close(linalg.matrix_inverse_root(D, 2, 0.01), expected)
+
+
+def test_inverse_root_singular_psd_uses_eps(device):
+    B = torch.randn(32, 5, dtype=torch.float64)
+    A = (B @ B.T).float().to(device)  # rank 5 of 32
+    X = linalg.matrix_inverse_root(A, 4, 1e-2)
+    assert torch.isfinite(X).all()
+    assert rel_err(X, ref.matrix_inverse_root(A, 4, 1e-2)) <= 1e-3
+
+
+def test_inverse_root_ill_conditioned_float32_no_worse_than_eigh(device):
+    A = random_spd(64, 1e6, device=device).float()
+    exact = ref.matrix_inverse_root(A, 4, 0.0)  # float64 eigh of the same float32 input
+    ours = rel_err(linalg.matrix_inverse_root(A, 4, 0.0), exact)
+    eigh = rel_err(ref.matrix_inverse_root_eigh(A, 4, 0.0), exact)
+    assert ours <= max(eigh, 1e-4)
+
+
+def test_inverse_root_fallback_recomputes_unconverged(device):
+    A = random_spd(64, 1e5, batch=(2,), device=device).float()
+    # max_cond=2: the step count is far too small for cond 1e5, so the residual flags it
+    X, residual = linalg.matrix_inverse_root(A, 4, 0.0, max_cond=2, fallback="never", return_residual=True)
+    assert (residual > 5e-3 * 8).all()
+    X = linalg.matrix_inverse_root(A, 4, 0.0, max_cond=2, fallback="auto")
+    assert rel_err(X, ref.matrix_inverse_root(A, 4, 0.0)) <= 1e-2
+
+
+def test_inverse_root_bad_input(device):
+    A = random_spd(4, 10, device=device)
+    with pytest.raises((RuntimeError, ValueError), match="A must be square"):
+        linalg.matrix_inverse_root(A[:, :3])
+    with pytest.raises((RuntimeError, ValueError), match="A must be"):
+        linalg.matrix_inverse_root(A[0])
+    with pytest.raises((RuntimeError, ValueError), match="A must be float32 or float64"):
+        linalg.matrix_inverse_root(A.half())
+    with pytest.raises((RuntimeError, ValueError), match="p must be"):
+        linalg.matrix_inverse_root(A, 0)
+    with pytest.raises((RuntimeError, ValueError), match="eps must be"):
+        linalg.matrix_inverse_root(A, 4, -1.0)
+    with pytest.raises((RuntimeError, ValueError), match="max_cond must be"):
+        linalg.matrix_inverse_root(A, 4, 0.0, max_cond=0.5)
+    bad = A.clone()
+    bad[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="A contains NaN or Inf"):
+        linalg.matrix_inverse_root(bad)
+    bad[1, 2] = float("inf")
+    with pytest.raises(ValueError, match="A contains NaN or Inf"):
+        linalg.matrix_inverse_root(bad)
+    assert torch.isnan(linalg.matrix_inverse_root(bad, fallback="never")).all()
+
+
+def test_inverse_root_gradcheck(device):
+    A = random_spd(5, 10, device=device).requires_grad_()
+    assert torch.autograd.gradcheck(lambda a: linalg.matrix_inverse_root(a, 4, 1e-3), (A,))
+    assert torch.autograd.gradcheck(lambda a: linalg.matrix_inverse_root(a, 2, 0.0, fallback="never"), (A,))
+
+
+def test_inverse_root_opcheck(device):
+    A = random_spd(6, 10, batch=(2,), device=device).float()
+    torch.library.opcheck(ops.matrix_inverse_root.default, (A, 4, 1e-6, 0.0))
+
+
+def test_inverse_root_empty(device):
+    X, r = ops.matrix_inverse_root(torch.empty(0, 3, 3, device=device), 4, 0.0, 0.0)
+    assert X.shape == (0, 3, 3) and r.shape == (0,)
+
+
+# ---------------------------------------------------------------- kron
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shapes", [((3, 4), (5, 6)), ((5, 5), (10, 10)), ((2, 3), (1, 7)), ((1, 1), (3, 3))])
+def test_kron_matches_torch(device, dtype, shapes):
+    A = torch.randn(*shapes[0], dtype=dtype, device=device)
+    B = torch.randn(*shapes[1], dtype=dtype, device=device)
+    atol, rtol = TOLERANCES[dtype]
+    torch.testing.assert_close(linalg.kron(A, B), torch.kron(A, B), atol=atol, rtol=rtol)
+
+
+def test_kron_batched(device):
+    A = torch.randn(2, 3, 4, 5, device=device)
+    B = torch.randn(2, 3, 6, 8, device=device)
+    out = linalg.kron(A, B)
+    assert out.shape == (2, 3, 24, 40)
+    torch.testing.assert_close(out, ref.kron(A, B))
+    torch.testing.assert_close(out[1, 2], torch.kron(A[1, 2], B[1, 2]))
+    # non-contiguous inputs
+    torch.testing.assert_close(linalg.kron(A.mT, B), ref.kron(A.mT, B))
+
+
+def test_kron_grad_and_opcheck(device):
+    A = torch.randn(2, 3, 4, dtype=torch.float64, device=device, requires_grad=True)
+    B = torch.randn(2, 2, 5, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradcheck(linalg.kron, (A, B))
+    torch.library.opcheck(ops.kron.default, (A.detach().float(), B.detach().float()))
+
+
+def test_kron_bad_input(device):
+    A = torch.randn(3, 4, device=device)
+    with pytest.raises((RuntimeError, ValueError), match="B must have the same batch dims"):
+        linalg.kron(A, torch.randn(2, 3, 4, device=device))
+    with pytest.raises((RuntimeError, ValueError), match="A must be a matrix"):
+        linalg.kron(torch.randn(3, device=device), torch.randn(3, device=device))
+    with pytest.raises((RuntimeError, ValueError), match="B has dtype"):
+        linalg.kron(A, A.double())
+    with pytest.raises((RuntimeError, ValueError), match="A must be float"):
+        linalg.kron(A.long(), A.long())
+
+
+# ---------------------------------------------------------------- per-sample gradients
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_per_sample_grad_linear_matches_einsum(device, dtype, with_bias):
+    x = torch.randn(6, 13, dtype=dtype, device=device)
+    g = torch.randn(6, 8, dtype=dtype, device=device)
+    gw, gb = linalg.per_sample_grad_linear(x, g, with_bias)
+    rw, rb = ref.per_sample_grad_linear(x, g, with_bias)
+    atol, rtol = TOLERANCES[dtype]
+    torch.testing.assert_close(gw, rw, atol=atol, rtol=rtol)
+    if with_bias:
+        torch.testing.assert_close(gb, rb)
+    else:
+        assert gb is None
+
+
+def test_per_sample_grad_linear_grad_opcheck_and_errors(device):
+    x = torch.randn(4, 5, dtype=torch.float64, device=device, requires_grad=True)
+    g = torch.randn(4, 3, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: linalg.per_sample_grad_linear(a, b), (x, g))
+    torch.library.opcheck(ops.per_sample_grad_linear.default, (x.detach(), g.detach(), True))
+    torch.library.opcheck(ops.per_sample_grad_linear.default, (x.detach(), g.detach(), False))
+    with pytest.raises((RuntimeError, ValueError), match="grad_out has batch size"):
+        linalg.per_sample_grad_linear(x.detach(), g.detach()[:3])
+    with pytest.raises((RuntimeError, ValueError), match="x must be 2-D"):
+        linalg.per_sample_grad_linear(x.detach()[0], g.detach())
+
+
+def _mlp(device):
+    return nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 7, bias=False), nn.ReLU(), nn.Linear(7, 3)).to(
+        device, torch.float64)
+
+
+@pytest.mark.parametrize("loss", ["mse", "ce"])
+def test_per_sample_grads_mlp_matches_loop(device, loss):
+    model = _mlp(device)
+    x = torch.randn(6, 5, dtype=torch.float64, device=device)
+    if loss == "mse":
+        loss_fn, y = nn.functional.mse_loss, torch.randn(6, 3, dtype=torch.float64, device=device)
+    else:
+        loss_fn, y = nn.functional.cross_entropy, torch.randint(0, 3, (6,), device=device)
+    ours = linalg.per_sample_grads(model, loss_fn, x, y)
+    expected = ref.per_sample_grads(model, loss_fn, x, y)
+    assert list(ours) == list(expected)
+    for name in expected:
+        torch.testing.assert_close(ours[name], expected[name])
+    assert all(p.grad is None for p in model.parameters())  # .grad left alone
+
+
+def test_per_sample_grads_mixed_model_uses_func(device):
+    model = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), nn.GELU(), nn.Linear(6, 2)).to(device, torch.float64)
+    x = torch.randn(5, 4, dtype=torch.float64, device=device)
+    y = torch.randn(5, 2, dtype=torch.float64, device=device)
+    ours = linalg.per_sample_grads(model, nn.functional.mse_loss, x, y)
+    expected = ref.per_sample_grads(model, nn.functional.mse_loss, x, y)
+    for name in expected:
+        torch.testing.assert_close(ours[name], expected[name])
+
+
+def test_memory_info(device):
+    info = linalg.memory_info(device)
+    assert set(info) == {"total", "free", "reserved", "allocated"}
+    assert 0 < info["free"] <= info["total"]
+    assert 0 <= info["allocated"] <= info["reserved"] or device == "cpu"
+
+
+# ---------------------------------------------------------------- Shampoo
+
+def _quadratic(device, dim=12, seed=0, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(seed)
+    H = random_spd(dim, 100.0, generator=gen).to(device, dtype)
+    target = torch.randn(dim, 6, generator=gen, dtype=dtype).to(device)
+    W = nn.Parameter(torch.zeros(dim, 6, device=device, dtype=dtype))
+    b = nn.Parameter(torch.zeros(6, device=device, dtype=dtype))
+
+    def loss_fn():
+        E = W - target
+        return 0.5 * (E * (H @ E)).sum() + 0.5 * ((b - 1) ** 2).sum()
+
+    return [W, b], loss_fn
+
+
+@pytest.mark.parametrize("block_size", [1024, 5])
+def test_shampoo_converges_on_quadratic(device, block_size):
+    params, loss_fn = _quadratic(device)
+    opt = linalg.Shampoo(params, lr=0.05, update_freq=2, block_size=block_size)
+    first = loss_fn().item()
+    for _ in range(300):
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+    assert loss_fn().item() < 1e-3 * first
+
+
+def test_shampoo_state_dict_resumes_identically(device):
+    params, loss_fn = _quadratic(device)
+    opt = linalg.Shampoo(params, lr=0.02, update_freq=3, block_size=5)
+
+    def run(opt, params, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            loss_fn().backward()
+            opt.step()
+
+    run(opt, params, 4)
+    snapshot = copy.deepcopy(opt.state_dict())
+    weights = [p.detach().clone() for p in params]
+    run(opt, params, 5)
+    after = [p.detach().clone() for p in params]
+    # rewind: same weights, fresh optimizer loaded from the snapshot
+    with torch.no_grad():
+        for p, w in zip(params, weights):
+            p.copy_(w)
+    opt2 = linalg.Shampoo(params, lr=0.02, update_freq=3, block_size=5)
+    opt2.load_state_dict(snapshot)
+    run(opt2, params, 5)
+    for p, a in zip(params, after):
+        assert torch.equal(p.detach(), a)
+
+
+def test_shampoo_eigh_route_agrees(device):
+    results = []
+    for method in ("newton", "eigh"):
+        params, loss_fn = _quadratic(device, dtype=torch.float64)
+        opt = linalg.Shampoo(params, lr=0.02, root_method=method)
+        for _ in range(5):
+            opt.zero_grad()
+            loss_fn().backward()
+            opt.step()
+        results.append(params[0].detach().clone())
+    torch.testing.assert_close(results[0], results[1], atol=1e-9, rtol=1e-7)
+
+
+# ---------------------------------------------------------------- compile and CUDA graphs
+
+def test_torch_compile_fullgraph():
+    A = random_spd(8, 10).float()
+    B = torch.randn(2, 3)
+
+    def f(a, b):
+        return linalg.matrix_inverse_root(a, 4, 1e-6, fallback="never").sum() + linalg.kron(b, b).sum()
+
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(A, B), f(A, B))
+
+
+@needs_cuda
+def test_cuda_graph_capture():
+    A = random_spd(64, 1e3, batch=(4,), device="cuda").float()
+    x, g = torch.randn(8, 32, device="cuda"), torch.randn(8, 16, device="cuda")
+    K1, K2 = torch.randn(5, 5, device="cuda"), torch.randn(10, 10, device="cuda")
+    linalg.matrix_inverse_root(A, fallback="auto"), linalg.kron(K1, K2), linalg.per_sample_grad_linear(x, g)  # warm up
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        X = linalg.matrix_inverse_root(A, fallback="auto")  # "auto" acts as "never" while capturing
+        K = linalg.kron(K1, K2)
+        gw, gb = linalg.per_sample_grad_linear(x, g)
+    A.copy_(random_spd(64, 1e3, batch=(4,), device="cuda").float())
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel_err(X, ref.matrix_inverse_root(A, 4, 1e-6)) <= 1e-3
+    torch.testing.assert_close(K, torch.kron(K1, K2))
+    torch.testing.assert_close(gw, ref.per_sample_grad_linear(x, g)[0])
+
+
+@needs_cuda
+def test_kron_write_bound_shapes_cuda():
+    A, B = torch.randn(50, 50, device="cuda"), torch.randn(100, 100, device="cuda")
+    torch.testing.assert_close(linalg.kron(A, B), torch.kron(A, B))
+    x, g = torch.randn(256, 1024, device="cuda"), torch.randn(256, 1024, device="cuda")
+    gw, gb = linalg.per_sample_grad_linear(x, g)
+    torch.testing.assert_close(gw, torch.einsum("bo,bi->boi", g, x))
+    torch.testing.assert_close(gb, g)
+
+
+def test_benchmark_cases_construct():
+    import importlib
+
+    cases = importlib.import_module("benchmarks.cases_linalg").cases("cpu")
+    assert cases and all(c.family == "linalg" for c in cases)
