@@ -5,9 +5,9 @@ import loader
 from benchmarks.common import Case
 
 
-def cases(device: str) -> list[Case]:
+def cases(device: str, small: bool = False) -> list[Case]:
     fused = loader.load("fused")
-    n = (1 << 26) if device == "cuda" else (1 << 22)
+    n = (1 << 16) if small else (1 << 26) if device == "cuda" else (1 << 22)
     out = []
     for dtype in (torch.float32, torch.bfloat16):
         x = torch.randn(n, device=device, dtype=dtype)

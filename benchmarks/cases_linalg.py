@@ -30,10 +30,10 @@ def _optimizer_step(opt, model, x, y):
     return step
 
 
-def cases(device: str) -> list[Case]:
+def cases(device: str, small: bool = False) -> list[Case]:
     f = loader.load("linalg")
     ref = f.reference
-    small = device == "cpu"
+    small = small or device == "cpu"
     out = []
 
     # matrix_inverse_root against the eigh route, float32, cond 1e3 (the accuracy bar: rel err <= 1e-3)

@@ -15,7 +15,7 @@ def _normal_case(fam, ref, n, d, dtype, device, note=""):
         family="sampling", op="normal", shape=f"n={n} d={d}", dtype=str(dtype).removeprefix("torch."),
         ours=lambda m, s: fam.normal(m, s, n, dtype=dtype),
         reference=lambda m, s: ref.normal(m, s, n, dtype=dtype),
-        args=(mean, std), bytes=n * d * size + 2 * d * 4, note=note,
+        args=(mean, std), bytes=n * d * size + 2 * d * 4, note=note, random=True,
     )
 
 
@@ -56,6 +56,6 @@ def cases(device: str, small: bool = False) -> list[Case]:
     out.append(Case(
         family="sampling", op="cem_iteration", shape=f"n={n} d={d} elite={n_elite}", dtype="float32",
         ours=ours_iter, reference=ref_iter, args=(torch.zeros(d, device=device), torch.ones(d, device=device)),
-        bytes=n * d * 4 * 2, note="normal + rastrigin + cem_update",
+        bytes=n * d * 4 * 2, note="normal + rastrigin + cem_update", random=True,
     ))
     return out

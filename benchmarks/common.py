@@ -1,5 +1,6 @@
 """What a family's benchmark cases look like. benchmarks/run.py times every Case of every
-`benchmarks/cases_<family>.py` (a module with `cases(device) -> list[Case]`)."""
+`benchmarks/cases_<family>.py`, a module with `cases(device, small=False) -> list[Case]`
+(small=True: sizes that run in moments on a CPU, used by examples/quickstart.py)."""
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -16,5 +17,6 @@ class Case:
     bytes: int = 0            # fewest bytes the op must move (each input read once, each output written once)
     flops: int = 0            # arithmetic the op must do (0 when memory-bound)
     compile: bool = True      # also time torch.compile(reference)
+    random: bool = False      # draws random numbers: outputs can't be compared with the reference's
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
