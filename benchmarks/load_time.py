@@ -80,7 +80,7 @@ def median_of(body: str, env: dict, repeats: int, init_cuda: bool = True) -> dic
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "load_time.json"))
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jk-load-time-"))
     env = dict(os.environ, JITKERNELS_CACHE=str(work / "cache"), PYTHONPATH=str(REPO))

@@ -19,7 +19,7 @@ for step in $STEPS; do
   start=$(date +%s)
   case $step in
     build) $PY loader.py build ${FAMILIES:---all} 2>&1 | tee "$OUT/build.log" || status=1 ;;
-    tests) $PY -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log" | tail -60 || status=1 ;;
+    tests) $PY -m pytest -v -p no:cacheprovider --durations=15 ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log" | tail -60 || status=1 ;;
     load)  $PY benchmarks/load_time.py --out "$OUT/load_time.json" 2>&1 | tail -8 || status=1 ;;
     bench) $PY benchmarks/run.py --out "$OUT" ${FAMILIES:+--families $FAMILIES} 2>&1 | tee "$OUT/bench.log" | tail -80 || status=1 ;;
   esac
