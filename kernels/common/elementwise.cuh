@@ -23,21 +23,43 @@ __device__ __forceinline__ T apply_lane(const Op& op, const Vec<T, kVec>* loaded
   return op(loaded[I].val[lane]...);
 }
 
+// Each block handles tiles of kThreads * kUnroll vectors; a thread issues all its
+// loads (kUnroll vectors of every input) before it computes and stores any result.
+constexpr int kThreads = 256;
+constexpr int kUnroll = 4;
+
 template <int kVec, typename T, typename Op, typename... In>
-__global__ void elementwise_kernel(T* __restrict__ out, int64_t n, Op op, const In* __restrict__... in) {
+__global__ void __launch_bounds__(kThreads) elementwise_kernel(T* __restrict__ out, int64_t n, Op op,
+                                                                 const In* __restrict__... in) {
   using V = Vec<T, kVec>;
+  constexpr int kInputs = sizeof...(In);
   const int64_t n_vec = n / kVec;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (int64_t v = first; v < n_vec; v += stride) {
-    const V loaded[] = {reinterpret_cast<const V*>(in)[v]...};  // all loads issued before use
-    V result;
+  const int64_t tile = static_cast<int64_t>(kThreads) * kUnroll;
+  for (int64_t base = blockIdx.x * tile; base < n_vec; base += static_cast<int64_t>(gridDim.x) * tile) {
+    V loaded[kUnroll][kInputs];
 #pragma unroll
-    for (int lane = 0; lane < kVec; ++lane)
-      result.val[lane] = apply_lane<T, kVec>(op, loaded, lane, std::index_sequence_for<In...>{});
-    reinterpret_cast<V*>(out)[v] = result;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + u * kThreads + threadIdx.x;
+      if (v < n_vec) {
+        int k = 0;
+        ((loaded[u][k++] = reinterpret_cast<const V*>(in)[v]), ...);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + u * kThreads + threadIdx.x;
+      if (v < n_vec) {
+        V result;
+#pragma unroll
+        for (int lane = 0; lane < kVec; ++lane)
+          result.val[lane] = apply_lane<T, kVec>(op, loaded[u], lane, std::index_sequence_for<In...>{});
+        reinterpret_cast<V*>(out)[v] = result;
+      }
+    }
   }
-  for (int64_t i = n_vec * kVec + first; i < n; i += stride) out[i] = op(in[i]...);  // tail
+  // The last n % kVec elements, one per thread of block 0.
+  const int64_t i = n_vec * kVec + threadIdx.x;
+  if (blockIdx.x == 0 && i < n) out[i] = op(in[i]...);
 }
 
 inline int multiprocessor_count(int device) {
@@ -56,13 +78,13 @@ void cuda_elementwise(const at::Tensor& out, Op op, const Tensors&... inputs) {
   if (n == 0) return;
   c10::cuda::CUDAGuard guard(out.device());
   constexpr int kVec = 16 / sizeof(T);
-  constexpr int kThreads = 256;
   T* out_ptr = out.mutable_data_ptr<T>();
   const bool aligned = ((reinterpret_cast<uintptr_t>(out_ptr) % 16) | ... |
                         (reinterpret_cast<uintptr_t>(inputs.template const_data_ptr<T>()) % 16)) == 0;
-  const int64_t work = aligned ? (n + kVec - 1) / kVec : n;
-  const int64_t max_blocks = static_cast<int64_t>(multiprocessor_count(out.get_device())) * (2048 / kThreads);
-  const int64_t blocks = std::min((work + kThreads - 1) / kThreads, max_blocks);
+  const int64_t vectors = aligned ? n / kVec : n;
+  // One tile per block up to a cap; past it the blocks loop (grid-stride over tiles).
+  const int64_t max_blocks = static_cast<int64_t>(multiprocessor_count(out.get_device())) * 256;
+  const int64_t blocks = std::max<int64_t>(1, std::min((vectors + kThreads * kUnroll - 1) / (kThreads * kUnroll), max_blocks));
   auto stream = c10::cuda::getCurrentCUDAStream();
   if (aligned) {
     elementwise_kernel<kVec><<<blocks, kThreads, 0, stream>>>(out_ptr, n, op,
