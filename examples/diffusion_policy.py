@@ -76,7 +76,7 @@ class ConditionalResidualBlock1D(nn.Module):
     def forward(self, x, cond):
         out = self.blocks[0](x)
         film = self.cond_encoder(cond).unsqueeze(-1)
-        out = film[:, :self.cout] * out + film[:, self.cout:]
+        out = torch.addcmul(film[:, self.cout:], film[:, :self.cout], out)  # scale * out + bias, one kernel
         out = self.blocks[1](out)
         return out + self.residual(x)
 

@@ -8,12 +8,14 @@
 //   timestep is read on the device: no host sync, a CUDA graph replays every step as captured.
 // - conv1d_gn_mish at small batch x length (diffusion policy at batch 1) is bound by launches and
 //   by streaming the weights, each used for only a few output positions. A direct kernel gives
-//   each warp one output channel and 16 positions: lanes stream the channel's weight row with
-//   coalesced loads, the zero-padded input window sits in shared memory, a warp reduction
-//   finishes, and thousands of warps keep every SM streaming weights. Large batch x length is
-//   compute-bound: cuDNN (tensor cores) runs the convolution. Either way one fused GroupNorm +
-//   Mish kernel follows (one block per (batch, group), two-pass statistics, one write): 2
-//   launches and one intermediate against eager's 3 launches and 2 intermediates.
+//   each output channel two warps (halves of the C_in * K reduction) and a tile of 4/8/16
+//   positions (a register array sized at compile time): lanes stream the channel's weight row
+//   with coalesced 16-byte loads, the zero-padded input window sits in shared memory, warp and
+//   shared-memory reductions finish. Thousands of warps with 16-byte loads in flight keep every
+//   SM streaming weights. Large batch x length is compute-bound: cuDNN (tensor cores) runs the
+//   convolution there. Either way one fused GroupNorm + Mish kernel follows (one block per
+//   (batch, group), two-pass statistics from L1/L2, one write): 2 launches and one intermediate
+//   against eager's 3 launches and 2 intermediates.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/conv1d.h>
@@ -92,14 +94,16 @@ __global__ void __launch_bounds__(kStepThreads)
   }
   const bool per_row = fn.per_row();
   const acc_t r = static_cast<acc_t>(range);
-  int64_t row = -1;
+  // The cached row covers elements [row_begin, row_end); a division only when leaving it.
+  int64_t row_begin = 0, row_end = -1;
   StepCoefs<acc_t> c{};
   for (int64_t v = begin + threadIdx.x; v < end; v += blockDim.x) {
     const int64_t i0 = v * kVec;
-    const int64_t ri = per_row ? i0 / inner : 0;
-    if (ri != row) {
-      row = ri;
-      c = fn.template get<acc_t>(ri);
+    if (i0 < row_begin || i0 >= row_end) {
+      const int64_t row = per_row ? i0 / inner : 0;
+      row_begin = per_row ? row * inner : 0;
+      row_end = per_row ? row_begin + inner : INT64_MAX;
+      c = fn.template get<acc_t>(row);
     }
     const V mv = reinterpret_cast<const V*>(m)[v];
     const V xv = reinterpret_cast<const V*>(x)[v];
@@ -128,7 +132,14 @@ template <typename scalar_t, int kVec, typename CoefFn>
 void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
                  const CoefFn& fn, bool clip, double range, bool draw, const at::PhiloxCudaState& philox) {
   const int64_t n = out.numel(), n_vec = n / kVec, inner = n / x.size(0);
-  const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * (2048 / kStepThreads);
+  // Exactly one wave of resident blocks, each with an equal contiguous chunk (no tail wave).
+  static const int per_sm = [] {
+    int count = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, step_kernel<scalar_t, kVec, CoefFn>,
+                                                                 kStepThreads, 0));
+    return std::max(count, 1);
+  }();
+  const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * per_sm;
   int64_t blocks = std::min((n_vec + kStepThreads - 1) / kStepThreads, max_blocks);
   const int64_t chunk = (n_vec + blocks - 1) / blocks;
   blocks = (n_vec + chunk - 1) / chunk;
@@ -187,33 +198,40 @@ at::Tensor ddim_step_cuda(const at::Tensor& model_output, const at::Tensor& t, c
 
 // ---------------------------------------------------------------- conv1d_gn_mish
 
-constexpr int kConvTile = 16;              // output positions per warp: a compile-time register array
-constexpr int kConvWarps = 4;              // output channels per block, one per warp
-constexpr int kConvSmemBytes = 12 * 1024;  // input window per chunk of input channels
+constexpr int kConvCo = 4;                 // output channels per block
+constexpr int kConvSplit = 2;              // warps sharing one output channel's reduction
+constexpr int kConvThreads = kConvCo * kConvSplit * 32;
+constexpr int kConvSmemBytes = 12 * 1024;  // input window for a chunk of input channels
 constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
 
 // y[b, co, l0 + n] = bias[co] + sum_{ci, k} w[co, ci, k] * x[b, ci, l0 + n + k - pad] (zero outside [0, L)).
-// Block (blockIdx.x, blockIdx.y) = (output channels 4 blockIdx.x .. +3, (batch, tile of 16 positions)).
-template <typename scalar_t>
-__global__ void __launch_bounds__(kConvWarps * 32)
+// Block (blockIdx.x, blockIdx.y) = (output channels kConvCo * blockIdx.x + [0, kConvCo), (batch, tile of
+// kTile positions)). Warp w computes channel w % kConvCo over reduction slice w / kConvCo: the channel's
+// weight row (r = ci * K + k, contiguous) is read in interleaved runs of 32 lanes x kVec elements with
+// 16-byte loads; each weight meets kTile staged inputs in registers; slices are summed via shared memory.
+template <typename scalar_t, int kTile>
+__global__ void __launch_bounds__(kConvThreads)
     conv1d_direct_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
                          const scalar_t* __restrict__ bias, at::opmath_type<scalar_t>* __restrict__ y, int64_t c_in,
                          int64_t length, int64_t c_out, int kernel, int64_t pad, int64_t l_out, int64_t tiles,
-                         int chunk) {
+                         int chunk, bool vec_weights) {
   using acc_t = at::opmath_type<scalar_t>;
+  constexpr int kVec = 16 / sizeof(scalar_t);  // weights per 16-byte load
+  using V = jk::Vec<scalar_t, kVec>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][width]
+  acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][width], zero-padded input window
+  __shared__ acc_t partial[kConvSplit][kConvCo][kTile];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t co = static_cast<int64_t>(blockIdx.x) * kConvWarps + warp;
+  const int co_local = warp % kConvCo, split = warp / kConvCo;
+  const int64_t co = static_cast<int64_t>(blockIdx.x) * kConvCo + co_local;
   const bool active = co < c_out;  // warp-uniform; inactive warps still stage and sync
-  const int64_t b = blockIdx.y / tiles, l0 = (blockIdx.y % tiles) * kConvTile;
-  const int width = kConvTile + kernel - 1;
+  const int64_t b = blockIdx.y / tiles, l0 = (blockIdx.y % tiles) * kTile;
+  const int width = kTile + kernel - 1;
   const scalar_t* xb = x + b * c_in * length;
   const scalar_t* wrow = w + (active ? co : 0) * c_in * kernel;
-  const int step_ci = 32 / kernel, step_k = 32 % kernel;  // (ci, k) advance of r += 32
-  acc_t acc[kConvTile];
+  acc_t acc[kTile];
 #pragma unroll
-  for (int n = 0; n < kConvTile; ++n) acc[n] = acc_t(0);
+  for (int n = 0; n < kTile; ++n) acc[n] = acc_t(0);
 
   for (int64_t c0 = 0; c0 < c_in; c0 += chunk) {
     const int cc = static_cast<int>(c_in - c0 < chunk ? c_in - c0 : chunk);
@@ -224,34 +242,95 @@ __global__ void __launch_bounds__(kConvWarps * 32)
       xs[i] = (l >= 0 && l < length) ? static_cast<acc_t>(xb[(c0 + ci) * length + l]) : acc_t(0);
     }
     __syncthreads();
-    if (active) {
-      const scalar_t* wc = wrow + c0 * kernel;  // this chunk's weights: contiguous, r = ci * K + k
-      const int count = cc * kernel;
-      int ci = lane / kernel, k = lane - (lane / kernel) * kernel;
-      for (int r = lane; r < count; r += 32) {
-        const acc_t wv = static_cast<acc_t>(wc[r]);
-        const acc_t* xr = xs + ci * width + k;  // largest index read: cc * width - 1
+    if (!active) continue;
+    const scalar_t* wc = wrow + c0 * kernel;  // this chunk's weights; 16-byte aligned when vec_weights
+    const int count = cc * kernel;
+    int r_done = 0;
+    if (vec_weights) {
+      const int stride = 32 * kVec * kConvSplit;
+      const int dci = stride / kernel, dk = stride % kernel;  // (ci, k) advance of r += stride
+      const int count_vec = count / kVec * kVec;
+      int r = (split * 32 + lane) * kVec;
+      int ci = r / kernel, k = r - (r / kernel) * kernel;
+      for (; r < count_vec; r += stride) {
+        const V wv = *reinterpret_cast<const V*>(wc + r);
+        int cj = ci, kj = k;
 #pragma unroll
-        for (int n = 0; n < kConvTile; ++n) acc[n] += wv * xr[n];
-        ci += step_ci;
-        k += step_k;
+        for (int j = 0; j < kVec; ++j) {
+          const acc_t wj = static_cast<acc_t>(wv.val[j]);
+          const acc_t* xr = xs + cj * width + kj;  // largest index read: cc * width - 1
+#pragma unroll
+          for (int n = 0; n < kTile; ++n) acc[n] += wj * xr[n];
+          if (++kj == kernel) {
+            kj = 0;
+            ++cj;
+          }
+        }
+        ci += dci;
+        k += dk;
         if (k >= kernel) {
           k -= kernel;
           ++ci;
         }
       }
+      r_done = count_vec;
+    }
+    // The rest (all of it without aligned weights), one weight per lane.
+    for (int r = r_done + split * 32 + lane; r < count; r += 32 * kConvSplit) {
+      const int ci = r / kernel, k = r - ci * kernel;
+      const acc_t wv = static_cast<acc_t>(wc[r]);
+      const acc_t* xr = xs + ci * width + k;
+#pragma unroll
+      for (int n = 0; n < kTile; ++n) acc[n] += wv * xr[n];
     }
   }
   if (active) {
 #pragma unroll
-    for (int n = 0; n < kConvTile; ++n) acc[n] = jk::warp_sum(acc[n]);
-    const acc_t bv = bias != nullptr ? static_cast<acc_t>(bias[co]) : acc_t(0);
-    acc_t* yrow = y + (b * c_out + co) * l_out;
-#pragma unroll
-    for (int n = 0; n < kConvTile; ++n) {
-      if (lane == n && l0 + n < l_out) yrow[l0 + n] = acc[n] + bv;
+    for (int n = 0; n < kTile; ++n) {
+      const acc_t total = jk::warp_sum(acc[n]);
+      if (lane == n) partial[split][co_local][n] = total;
     }
   }
+  __syncthreads();
+  if (active && split == 0 && lane < kTile && l0 + lane < l_out) {
+    acc_t sum = bias != nullptr ? static_cast<acc_t>(bias[co]) : acc_t(0);
+#pragma unroll
+    for (int s = 0; s < kConvSplit; ++s) sum += partial[s][co_local][lane];
+    y[(b * c_out + co) * l_out + l0 + lane] = sum;
+  }
+}
+
+template <int kTile>
+int64_t direct_tiles(int64_t l_out) {
+  return (l_out + kTile - 1) / kTile;
+}
+
+template <typename scalar_t, int kTile>
+void launch_conv1d_direct(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias,
+                          const at::Tensor& y, int64_t pad) {
+  using acc_t = at::opmath_type<scalar_t>;
+  constexpr int kVec = 16 / sizeof(scalar_t);
+  const int64_t batch = x.size(0), c_in = x.size(1), length = x.size(2);
+  const int64_t c_out = w.size(0), kernel = w.size(2), l_out = y.size(2);
+  const int64_t tiles = direct_tiles<kTile>(l_out), width = kTile + kernel - 1;
+  const int64_t fit = kConvSmemBytes / (width * static_cast<int64_t>(sizeof(acc_t)));  // >= 1 (host checked)
+  int64_t chunk = std::min(c_in, fit);
+  bool vec = (c_in * kernel) % kVec == 0 && reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 == 0;
+  if (vec && chunk < c_in) {  // chunks must start on 16-byte weight boundaries
+    chunk = chunk / kVec * kVec;
+    if (chunk == 0) {
+      vec = false;
+      chunk = fit;
+    }
+  }
+  chunk = std::max<int64_t>(chunk, 1);
+  const size_t smem = static_cast<size_t>(chunk * width) * sizeof(acc_t);
+  const dim3 grid(static_cast<unsigned>((c_out + kConvCo - 1) / kConvCo), static_cast<unsigned>(batch * tiles));
+  conv1d_direct_kernel<scalar_t, kTile><<<grid, kConvThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
+      x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+      bias.has_value() ? bias->const_data_ptr<scalar_t>() : nullptr, y.mutable_data_ptr<acc_t>(), c_in, length,
+      c_out, static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), vec);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // out = Mish(GroupNorm(y)); y (B, C, L) contiguous; one block per (batch, group), whose C/G * L values
@@ -312,22 +391,23 @@ at::Tensor conv1d_gn_mish_cuda(const at::Tensor& x, const at::Tensor& weight, co
   const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
   const at::Tensor gamma = gn_weight.contiguous(), beta = gn_bias.contiguous();
   const std::optional<at::Tensor> bc = bias.has_value() ? std::optional<at::Tensor>(bias->contiguous()) : std::nullopt;
-  const int64_t tiles = (l_out + kConvTile - 1) / kConvTile;
+  // Direct kernel when batch x length is small (weight-streaming, launch-bound); cuDNN otherwise.
+  const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
+  const int64_t tiles = (l_out + tile - 1) / tile;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    const int64_t width = kConvTile + kernel - 1;
-    const bool direct = batch * tiles <= kDirectMaxTiles && width * static_cast<int64_t>(sizeof(acc_t)) <= kConvSmemBytes &&
-                        (c_out + kConvWarps - 1) / kConvWarps < (int64_t{1} << 31);
+    const bool direct = batch * tiles <= kDirectMaxTiles &&
+                        (tile + kernel - 1) * static_cast<int64_t>(sizeof(acc_t)) <= kConvSmemBytes &&
+                        (c_out + kConvCo - 1) / kConvCo < (int64_t{1} << 31);
     if (direct) {
       at::Tensor y = at::empty({batch, c_out, l_out}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-      const int chunk = static_cast<int>(std::min<int64_t>(c_in, kConvSmemBytes / (width * sizeof(acc_t))));
-      const size_t smem = static_cast<size_t>(std::max(chunk, 1)) * width * sizeof(acc_t);
-      const dim3 grid(static_cast<unsigned>((c_out + kConvWarps - 1) / kConvWarps), static_cast<unsigned>(batch * tiles));
-      conv1d_direct_kernel<scalar_t><<<grid, kConvWarps * 32, smem, c10::cuda::getCurrentCUDAStream()>>>(
-          xc.const_data_ptr<scalar_t>(), wc.const_data_ptr<scalar_t>(),
-          bc.has_value() ? bc->const_data_ptr<scalar_t>() : nullptr, y.mutable_data_ptr<acc_t>(), c_in, length, c_out,
-          static_cast<int>(kernel), pad, l_out, tiles, std::max(chunk, 1));
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      if (tile == 4) {
+        launch_conv1d_direct<scalar_t, 4>(xc, wc, bc, y, pad);
+      } else if (tile == 8) {
+        launch_conv1d_direct<scalar_t, 8>(xc, wc, bc, y, pad);
+      } else {
+        launch_conv1d_direct<scalar_t, 16>(xc, wc, bc, y, pad);
+      }
       launch_gn_mish<acc_t, scalar_t>(y, gamma, beta, out, num_groups, eps);
     } else {
       const at::Tensor y = at::conv1d(xc, wc, bc, 1, pad).contiguous();
