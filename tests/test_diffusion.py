@@ -120,6 +120,17 @@ def test_ddpm_noise_is_standard_normal(device, dtype):
     assert torch.equal(a, D.ddpm_step(m, t, x, sched))  # reproducible from PyTorch's generator
 
 
+def test_noise_does_not_depend_on_the_code_path(device):
+    """Element i always gets the same normal: 16-byte and scalar (misaligned) paths agree."""
+    sched = D.ddpm_schedule(100, device=device)
+    m, x = (torch.randn(4 * 64 + 1, device=device)[1:].view(4, 64) for _ in range(2))  # 4 bytes off alignment
+    torch.manual_seed(7)
+    misaligned = D.ddpm_step(m, 40, x, sched)
+    torch.manual_seed(7)
+    aligned = D.ddpm_step(m.clone(), 40, x.clone(), sched)
+    assert_close(misaligned, aligned, torch.float32)
+
+
 def test_no_noise_at_t0_and_per_row(device):
     sched = D.ddpm_schedule(100, device=device)
     m, x, _ = step_inputs((4, 8, 8), torch.float32, device)
@@ -319,6 +330,7 @@ CONV_SHAPES = [
     (5, 2, 6, 256, 3, 3),        # long sequence
     (3, 130, 2048, 3, 3, 16),    # wide output
     (1, 1024, 512, 4, 5, 8),     # U-Net bottleneck
+    (2, 64, 32, 8, 3, 4),        # 8-position tiles
 ]
 
 
@@ -360,6 +372,11 @@ def test_conv1d_gn_mish_options(device):
     for pad in (0, 1, 3):  # even kernel with explicit padding, no bias
         assert_close(D.conv1d_gn_mish(x, w, None, gw, gb, 4, pad, 1e-3),
                      R.conv1d_gn_mish(x, w, None, gw, gb, 4, pad, 1e-3), torch.float64)
+    big = b if b is not None else torch.full_like(gw, 100.0)  # group mean >> std: two-pass statistics
+    assert_close(D.conv1d_gn_mish(x, w, big, gw, gb, 2, 2), R.conv1d_gn_mish(x, w, big, gw, gb, 2, 2),
+                 torch.float64, scale=1e3)
+    assert_close(D.conv1d_gn_mish(x.float(), w.float(), big.float(), gw.float(), gb.float(), 2, 2),
+                 R.conv1d_gn_mish(x, w, big, gw, gb, 2, 2).float(), torch.float32, scale=20)
     xt = torch.randn(11, 6, 2, dtype=torch.float64, device=device).permute(2, 1, 0)  # strided x
     assert_close(D.conv1d_gn_mish(xt, w, None, gw, gb, 2, 2), R.conv1d_gn_mish(xt, w, None, gw, gb, 2, 2),
                  torch.float64)
