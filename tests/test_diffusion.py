@@ -250,6 +250,11 @@ def test_device_timesteps_out_of_range_give_nan_rows():
         D.ddpm_step(m, 3, x, sched.cpu())
     with pytest.raises(BAD, match="t is on"):
         D.ddpm_step(m, torch.tensor([1, 2, 3]), x, sched)  # per-row t must live on the device
+    with pytest.raises(BAD, match="schedule"):
+        D.ddpm_step(m.cpu(), 3, x.cpu(), sched)  # dispatched to CUDA by the schedule alone
+    with pytest.raises(BAD, match="weight"):
+        args = _conv_inputs(1, 4, 4, 5, 3, torch.float32, "cpu")
+        D.conv1d_gn_mish(args[0], args[1].cuda(), *args[2:], 2)
 
 
 # ---------------------------------------------------------------- opcheck / compile / graphs

@@ -177,9 +177,9 @@ at::Tensor step_cuda(const at::Tensor& model_output, const at::Tensor& sample, c
 at::Tensor ddpm_step_cuda(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& sample,
                           const at::Tensor& schedule, const std::optional<at::Tensor>& noise,
                           c10::string_view prediction_type, bool clip_sample, double clip_sample_range) {
-  c10::cuda::CUDAGuard guard(sample.device());
   const at::Tensor sched = schedule.contiguous();
   const DdpmCoefFn fn = ddpm_plan(model_output, t, sample, sched, noise, prediction_type, clip_sample_range);
+  c10::cuda::CUDAGuard guard(sample.device());  // after the checks: sample is a CUDA tensor
   const bool host_zero = fn.t.ptr == nullptr && fn.t.value == 0;  // t = 0 known here: nothing to draw
   return step_cuda(model_output, sample, noise, fn, clip_sample, clip_sample_range, !host_zero);
 }
@@ -188,10 +188,10 @@ at::Tensor ddim_step_cuda(const at::Tensor& model_output, const at::Tensor& t, c
                           const at::Tensor& sample, const at::Tensor& schedule, double eta,
                           const std::optional<at::Tensor>& noise, c10::string_view prediction_type, bool clip_sample,
                           double clip_sample_range, bool set_alpha_to_one, bool use_clipped_model_output) {
-  c10::cuda::CUDAGuard guard(sample.device());
   const at::Tensor sched = schedule.contiguous();
   const DdimCoefFn fn = ddim_plan(model_output, t, t_prev, sample, sched, eta, noise, prediction_type,
                                   clip_sample_range, set_alpha_to_one, use_clipped_model_output);
+  c10::cuda::CUDAGuard guard(sample.device());
   const std::optional<at::Tensor> used_noise = eta > 0 ? noise : std::nullopt;
   return step_cuda(model_output, sample, used_noise, fn, clip_sample, clip_sample_range, eta > 0);
 }
