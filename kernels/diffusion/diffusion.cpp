@@ -1,0 +1,365 @@
+// Family `diffusion`: op schemas, argument checks and CPU kernels.
+//   ddpm_schedule   the per-timestep constants (float64 table) the step kernels read
+//   ddpm_step       DDPM reverse step t -> t-1 (diffusers DDPMScheduler.step, "fixed_small")
+//   ddim_step       DDIM step t -> t_prev (diffusers DDIMScheduler.step)
+//   conv1d_gn_mish  Mish(GroupNorm(Conv1d(x)))
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/conv1d.h>
+#include <ATen/ops/empty.h>
+
+#include <string_view>
+#include <vector>
+
+#include "cpu_loops.h"
+#include "diffusion.h"
+#include "jk.h"
+#include "philox.h"
+
+namespace diffusion {
+
+// ---------------------------------------------------------------- schedule
+
+at::Tensor ddpm_schedule(int64_t num_train_timesteps, c10::string_view beta_schedule, double beta_start,
+                         double beta_end) {
+  const int64_t T = num_train_timesteps;
+  TORCH_CHECK_VALUE(T >= 1 && T <= (int64_t{1} << 24), "num_train_timesteps must be in [1, 2^24], got ", T);
+  const std::string_view kind(beta_schedule.data(), beta_schedule.size());
+  std::vector<double> betas(T);
+  if (kind == "linear" || kind == "scaled_linear") {
+    jk::check_finite(beta_start, "beta_start");
+    jk::check_finite(beta_end, "beta_end");
+    TORCH_CHECK_VALUE(beta_start > 0 && beta_start < 1, "beta_start must be in (0, 1), got ", beta_start);
+    TORCH_CHECK_VALUE(beta_end > 0 && beta_end < 1, "beta_end must be in (0, 1), got ", beta_end);
+    const bool scaled = kind == "scaled_linear";  // linear in sqrt(beta), then squared
+    const double lo = scaled ? std::sqrt(beta_start) : beta_start, hi = scaled ? std::sqrt(beta_end) : beta_end;
+    for (int64_t i = 0; i < T; ++i) {
+      const double v = T == 1 ? lo : lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(T - 1);
+      betas[i] = scaled ? v * v : v;
+    }
+  } else if (kind == "squaredcos_cap_v2") {  // Nichol & Dhariwal's cosine schedule, betas capped at 0.999
+    auto alpha_bar = [](double s) {
+      const double c = std::cos((s + 0.008) / 1.008 * M_PI / 2);
+      return c * c;
+    };
+    for (int64_t i = 0; i < T; ++i) {
+      const double t1 = static_cast<double>(i) / T, t2 = static_cast<double>(i + 1) / T;
+      betas[i] = std::min(1.0 - alpha_bar(t2) / alpha_bar(t1), 0.999);
+    }
+  } else {
+    TORCH_CHECK_VALUE(false, "beta_schedule must be \"linear\", \"scaled_linear\" or \"squaredcos_cap_v2\", got \"",
+                      kind, "\"");
+  }
+  at::Tensor table = at::empty({T, kScheduleCols}, at::TensorOptions().dtype(at::kDouble));
+  double* out = table.mutable_data_ptr<double>();
+  double abar = 1.0;
+  for (int64_t t = 0; t < T; ++t) {
+    const double abar_prev = abar;  // 1 before the first step, as diffusers' `one`
+    abar *= 1.0 - betas[t];
+    const double cur_alpha = abar / abar_prev, cur_beta = 1.0 - cur_alpha;
+    double* row = out + t * kScheduleCols;
+    row[kBeta] = betas[t];
+    row[kAlphaCumprod] = abar;
+    row[kSqrtAlphaCumprod] = std::sqrt(abar);
+    row[kSqrtOneMinusAlphaCumprod] = std::sqrt(1.0 - abar);
+    row[kRsqrtAlphaCumprod] = 1.0 / std::sqrt(abar);
+    row[kPosteriorCoefX0] = std::sqrt(abar_prev) * cur_beta / (1.0 - abar);
+    row[kPosteriorCoefXt] = std::sqrt(cur_alpha) * (1.0 - abar_prev) / (1.0 - abar);
+    row[kPosteriorStd] = t == 0 ? 0.0 : std::sqrt(std::max((1.0 - abar_prev) / (1.0 - abar) * cur_beta, 1e-20));
+  }
+  return table;
+}
+
+// ---------------------------------------------------------------- step argument checks (shared with diffusion.cu)
+
+int parse_prediction(c10::string_view prediction_type) {
+  const std::string_view p(prediction_type.data(), prediction_type.size());
+  if (p == "epsilon") return kEpsilon;
+  if (p == "v_prediction") return kVPrediction;
+  if (p == "sample") return kSample;
+  TORCH_CHECK_VALUE(false, "prediction_type must be \"epsilon\", \"v_prediction\" or \"sample\", got \"", p, "\"");
+  return kEpsilon;  // unreachable
+}
+
+// `schedule` must already be contiguous (the caller keeps it alive while the kernel runs).
+void check_step_tensors(const at::Tensor& model_output, const at::Tensor& sample, const at::Tensor& schedule,
+                        const std::optional<at::Tensor>& noise, double clip_sample_range) {
+  jk::check_float(sample, "sample");
+  TORCH_CHECK_VALUE(sample.dim() >= 1, "sample must have a batch dimension (B, ...), got a 0-d tensor");
+  jk::check_like(sample, "sample", model_output, "model_output");
+  if (noise.has_value()) jk::check_like(sample, "sample", *noise, "noise");
+  TORCH_CHECK_VALUE(schedule.scalar_type() == at::kDouble,
+                    "schedule must be the float64 table from ddpm_schedule, got dtype ", schedule.scalar_type());
+  TORCH_CHECK_VALUE(schedule.dim() == 2 && schedule.size(1) == kScheduleCols && schedule.size(0) >= 1,
+                    "schedule must be the (T, ", static_cast<int>(kScheduleCols),
+                    ") table from ddpm_schedule, got shape ", schedule.sizes());
+  jk::check_same_device(sample, "sample", schedule, "schedule");
+  jk::check_positive(clip_sample_range, "clip_sample_range");
+}
+
+// A timestep tensor: int32/int64, a scalar or one per batch row, on the sample's device (read there)
+// or a CPU scalar (read here). Host-readable values are range-checked by the caller.
+TimeArg make_time_arg(const at::Tensor& t, const char* name, const at::Tensor& sample) {
+  TORCH_CHECK_VALUE(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, name,
+                    " must be an int64 or int32 tensor, got ", t.scalar_type());
+  TORCH_CHECK_VALUE(t.dim() <= 1, name, " must be a scalar or 1-D with one entry per batch row, got shape ",
+                    t.sizes());
+  const int64_t batch = sample.size(0);
+  TORCH_CHECK_VALUE(t.numel() == 1 || t.numel() == batch, name, " must have 1 or sample.size(0) = ", batch,
+                    " entries, got ", t.numel());
+  const bool is64 = t.scalar_type() == at::kLong;
+  const int64_t stride = t.numel() == 1 ? 0 : t.stride(0);
+  if (t.device() == sample.device()) return TimeArg{t.const_data_ptr(), is64, stride, 0};
+  TORCH_CHECK_VALUE(t.is_cpu() && t.numel() == 1, name, " is on ", t.device(), " but sample is on ",
+                    sample.device(), ": pass ", name, " on the sample's device (or as a CPU scalar)");
+  const int64_t value = is64 ? *t.const_data_ptr<int64_t>() : *t.const_data_ptr<int32_t>();
+  return TimeArg{nullptr, is64, 0, value};
+}
+
+// Rows whose timesteps the host can read (CPU tensors) are checked here; device-resident timesteps
+// cannot be checked without a host sync, so the kernels turn such rows into NaN instead.
+DdpmCoefFn ddpm_plan(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& sample,
+                     const at::Tensor& schedule, const std::optional<at::Tensor>& noise,
+                     c10::string_view prediction_type, double clip_sample_range) {
+  check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
+  const int prediction = parse_prediction(prediction_type);
+  DdpmCoefFn fn{schedule.const_data_ptr<double>(), schedule.size(0), make_time_arg(t, "t", sample), prediction};
+  if (t.is_cpu()) {
+    const int64_t rows = fn.t.stride == 0 ? 1 : sample.size(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t v = fn.t.at(r);
+      TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", fn.num_timesteps,
+                        ") (the schedule's T), got ", v, rows > 1 ? " in row " : "", rows > 1 ? std::to_string(r) : "");
+    }
+  }
+  return fn;
+}
+
+DdimCoefFn ddim_plan(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& t_prev,
+                     const at::Tensor& sample, const at::Tensor& schedule, double eta,
+                     const std::optional<at::Tensor>& noise, c10::string_view prediction_type,
+                     double clip_sample_range, bool set_alpha_to_one, bool use_clipped_model_output) {
+  check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
+  TORCH_CHECK_VALUE(std::isfinite(eta) && eta >= 0, "eta must be a finite number >= 0, got ", eta);
+  const int prediction = parse_prediction(prediction_type);
+  DdimCoefFn fn{schedule.const_data_ptr<double>(), schedule.size(0), make_time_arg(t, "t", sample),
+                make_time_arg(t_prev, "t_prev", sample), prediction, eta, set_alpha_to_one,
+                use_clipped_model_output};
+  const int64_t rows = fn.per_row() ? sample.size(0) : 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (t.is_cpu()) {
+      const int64_t v = fn.t.at(r);
+      TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", fn.num_timesteps,
+                        ") (the schedule's T), got ", v);
+      if (t_prev.is_cpu()) {
+        const int64_t p = fn.t_prev.at(r);
+        TORCH_CHECK_VALUE(p >= -1 && p < v, "t_prev must be in [-1, t) (-1: the final step), got t_prev = ", p,
+                          " with t = ", v);
+      }
+    } else if (t_prev.is_cpu()) {
+      const int64_t p = fn.t_prev.at(r);
+      TORCH_CHECK_VALUE(p >= -1 && p < fn.num_timesteps - 1, "t_prev must be in [-1, T - 1), got ", p);
+    }
+  }
+  return fn;
+}
+
+// ---------------------------------------------------------------- step CPU kernels
+
+template <typename scalar_t, typename CoefFn>
+void step_cpu_loop(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
+                   const at::Tensor* noise, const CoefFn& fn, bool clip, double range, bool draw) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t n = out.numel(), inner = n / sample.size(0);
+  const scalar_t* m = model_output.const_data_ptr<scalar_t>();
+  const scalar_t* x = sample.const_data_ptr<scalar_t>();
+  const scalar_t* z = noise ? noise->const_data_ptr<scalar_t>() : nullptr;
+  scalar_t* o = out.mutable_data_ptr<scalar_t>();
+  const uint64_t seed = draw ? jk::cpu_philox_seed().seed : 0;  // offset 0: counters start at 0
+  const acc_t r = static_cast<acc_t>(range);
+  const bool per_row = fn.per_row();
+  at::parallel_for(0, n, jk::kCpuGrain, [&](int64_t begin, int64_t end) {
+    int64_t row = -1;
+    StepCoefs<acc_t> c{};
+    uint64_t counter = UINT64_MAX;
+    jk::Float4 z4{0, 0, 0, 0};
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t ri = per_row ? i / inner : 0;
+      if (ri != row) {
+        row = ri;
+        c = fn.template get<acc_t>(ri);
+      }
+      acc_t zi = 0;
+      if (z != nullptr) {
+        zi = static_cast<acc_t>(z[i]);
+      } else if (draw) {  // element i uses lane i % 4 of the Philox block i / 4, as on the GPU
+        const uint64_t q = static_cast<uint64_t>(i) / 4;
+        if (q != counter) {
+          z4 = jk::normal4(seed, q);
+          counter = q;
+        }
+        const int lane = static_cast<int>(i & 3);
+        zi = static_cast<acc_t>(lane == 0 ? z4.x : lane == 1 ? z4.y : lane == 2 ? z4.z : z4.w);
+      }
+      o[i] = static_cast<scalar_t>(
+          step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]), zi, clip, r));
+    }
+  });
+}
+
+template <typename CoefFn>
+at::Tensor step_cpu(const at::Tensor& model_output, const at::Tensor& sample, const std::optional<at::Tensor>& noise,
+                    const CoefFn& fn, bool clip, double range, bool draw) {
+  at::Tensor out = at::empty(sample.sizes(), sample.options());
+  if (out.numel() == 0) return out;
+  const at::Tensor m = model_output.contiguous(), x = sample.contiguous();
+  const at::Tensor z = noise.has_value() ? noise->contiguous() : at::Tensor();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, sample.scalar_type(), "diffusion_step_cpu", [&] {
+    step_cpu_loop<scalar_t>(out, m, x, noise.has_value() ? &z : nullptr, fn, clip, range, draw && !noise.has_value());
+  });
+  return out;
+}
+
+at::Tensor ddpm_step_cpu(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& sample,
+                         const at::Tensor& schedule, const std::optional<at::Tensor>& noise,
+                         c10::string_view prediction_type, bool clip_sample, double clip_sample_range) {
+  const at::Tensor sched = schedule.contiguous();
+  const DdpmCoefFn fn = ddpm_plan(model_output, t, sample, sched, noise, prediction_type, clip_sample_range);
+  const bool all_zero = !fn.per_row() && fn.t.at(0) == 0;  // no noise at t = 0
+  return step_cpu(model_output, sample, noise, fn, clip_sample, clip_sample_range, !all_zero);
+}
+
+at::Tensor ddim_step_cpu(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& t_prev,
+                         const at::Tensor& sample, const at::Tensor& schedule, double eta,
+                         const std::optional<at::Tensor>& noise, c10::string_view prediction_type, bool clip_sample,
+                         double clip_sample_range, bool set_alpha_to_one, bool use_clipped_model_output) {
+  const at::Tensor sched = schedule.contiguous();
+  const DdimCoefFn fn = ddim_plan(model_output, t, t_prev, sample, sched, eta, noise, prediction_type,
+                                  clip_sample_range, set_alpha_to_one, use_clipped_model_output);
+  // Without eta > 0 the noise term is zero and nothing is drawn (diffusers ignores `noise` then too).
+  const std::optional<at::Tensor> used_noise = eta > 0 ? noise : std::nullopt;
+  return step_cpu(model_output, sample, used_noise, fn, clip_sample, clip_sample_range, eta > 0);
+}
+
+// ---------------------------------------------------------------- conv1d_gn_mish
+
+// Returns the padding to use. Shared with diffusion.cu.
+int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                        const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t num_groups,
+                        std::optional<int64_t> padding, double eps) {
+  jk::check_float(x, "x");
+  jk::check_dim(x, "x", 3);
+  jk::check_dim(weight, "weight", 3);
+  jk::check_same_device(x, "x", weight, "weight");
+  jk::check_same_dtype(x, "x", weight, "weight");
+  const int64_t c_out = weight.size(0), kernel = weight.size(2);
+  TORCH_CHECK_VALUE(weight.size(1) == x.size(1), "weight must be (C_out, C_in, K) with C_in = x.size(1) = ",
+                    x.size(1), ", got shape ", weight.sizes());
+  TORCH_CHECK_VALUE(kernel >= 1, "weight must have a kernel size >= 1, got shape ", weight.sizes());
+  auto check_vector = [&](const at::Tensor& v, const char* name) {
+    jk::check_same_device(x, "x", v, name);
+    jk::check_same_dtype(x, "x", v, name);
+    TORCH_CHECK_VALUE(v.dim() == 1 && v.size(0) == c_out, name, " must have shape (C_out,) = (", c_out,
+                      ",), got ", v.sizes());
+  };
+  if (bias.has_value()) check_vector(*bias, "bias");
+  check_vector(gn_weight, "gn_weight");
+  check_vector(gn_bias, "gn_bias");
+  TORCH_CHECK_VALUE(num_groups >= 1 && c_out % num_groups == 0, "num_groups must divide the output channels (",
+                    c_out, "), got ", num_groups);
+  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be a finite number >= 0, got ", eps);
+  int64_t pad;
+  if (padding.has_value()) {
+    pad = *padding;
+    TORCH_CHECK_VALUE(pad >= 0, "padding must be >= 0, got ", pad);
+  } else {
+    TORCH_CHECK_VALUE(kernel % 2 == 1, "padding=None keeps the length only for odd kernel sizes; weight has K = ",
+                      kernel, ": pass padding explicitly");
+    pad = kernel / 2;
+  }
+  TORCH_CHECK_VALUE(x.size(2) + 2 * pad - kernel + 1 >= 1, "x has length ", x.size(2), ", too short for K = ",
+                    kernel, " with padding ", pad);
+  return pad;
+}
+
+// out = Mish(GroupNorm(y)) for y (B, C, L) contiguous in acc_t; one task per (batch, group).
+template <typename scalar_t>
+void gn_mish_cpu(const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias, const at::Tensor& out,
+                 int64_t groups, double eps) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t batch = y.size(0), channels = y.size(1), length = y.size(2);
+  const int64_t cg = channels / groups, n = cg * length;
+  const acc_t* src = y.const_data_ptr<acc_t>();
+  const at::Tensor gamma_c = gn_weight.contiguous(), beta_c = gn_bias.contiguous();
+  const scalar_t* gamma = gamma_c.const_data_ptr<scalar_t>();
+  const scalar_t* beta = beta_c.const_data_ptr<scalar_t>();
+  scalar_t* dst = out.mutable_data_ptr<scalar_t>();
+  at::parallel_for(0, batch * groups, std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(n, 1)),
+                   [&](int64_t begin, int64_t end) {
+    for (int64_t bg = begin; bg < end; ++bg) {
+      const acc_t* v = src + bg * n;
+      double sum = 0, sq = 0;  // two passes: no cancellation when the mean is large
+      for (int64_t i = 0; i < n; ++i) sum += v[i];
+      const double mean = sum / n;
+      for (int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
+      const double rstd = 1.0 / std::sqrt(sq / n + eps);
+      const int64_t g = bg % groups;
+      for (int64_t c = 0; c < cg; ++c) {
+        const int64_t ch = g * cg + c;
+        const double scale = rstd * static_cast<double>(gamma[ch]), shift = static_cast<double>(beta[ch]);
+        for (int64_t l = 0; l < length; ++l) {
+          const acc_t h = static_cast<acc_t>((v[c * length + l] - mean) * scale + shift);
+          dst[bg * n + c * length + l] = static_cast<scalar_t>(mish(h));
+        }
+      }
+    }
+  });
+}
+
+at::Tensor conv1d_gn_mish_cpu(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                              const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t num_groups,
+                              std::optional<int64_t> padding, double eps) {
+  const int64_t pad = check_conv_args(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps);
+  const int64_t l_out = x.size(2) + 2 * pad - weight.size(2) + 1;
+  at::Tensor out = at::empty({x.size(0), weight.size(0), l_out}, x.options());
+  if (out.numel() == 0) return out;
+  // The convolution runs in the accumulation type (float for half types), then one fused pass.
+  const at::ScalarType acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  std::optional<at::Tensor> bias_acc;
+  if (bias.has_value()) bias_acc = bias->to(acc);
+  const at::Tensor y = at::conv1d(x.to(acc), weight.to(acc), bias_acc, 1, pad).contiguous();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_cpu", [&] {
+    gn_mish_cpu<scalar_t>(y, gn_weight, gn_bias, out, num_groups, eps);
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- registration
+
+JK_LIBRARY(m) {
+  m.def("ddpm_schedule(int num_train_timesteps=1000, str beta_schedule=\"linear\", float beta_start=0.0001, "
+        "float beta_end=0.02) -> Tensor");
+  m.def("ddpm_step(Tensor model_output, Tensor t, Tensor sample, Tensor schedule, Tensor? noise=None, "
+        "str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0) -> Tensor",
+        {at::Tag::nondeterministic_seeded});
+  m.def("ddim_step(Tensor model_output, Tensor t, Tensor t_prev, Tensor sample, Tensor schedule, float eta=0.0, "
+        "Tensor? noise=None, str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0, "
+        "bool set_alpha_to_one=True, bool use_clipped_model_output=False) -> Tensor",
+        {at::Tag::nondeterministic_seeded});
+  m.def("conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int num_groups, "
+        "int? padding=None, float eps=1e-05) -> Tensor");
+}
+
+// The schedule is a small host-side table with no tensor inputs: one kernel for every backend.
+JK_LIBRARY_IMPL(CompositeExplicitAutograd, m) {
+  m.impl("ddpm_schedule", &ddpm_schedule);
+}
+
+JK_LIBRARY_IMPL(CPU, m) {
+  m.impl("ddpm_step", &ddpm_step_cpu);
+  m.impl("ddim_step", &ddim_step_cpu);
+  m.impl("conv1d_gn_mish", &conv1d_gn_mish_cpu);
+}
+
+}  // namespace diffusion

@@ -1,0 +1,157 @@
+// The math of the diffusion ops, shared by the CPU (diffusion.cpp) and CUDA (diffusion.cu) kernels.
+#pragma once
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace diffusion {
+
+// Columns of the (T, kScheduleCols) float64 table made by ddpm_schedule (ops.py lists the names).
+enum ScheduleCol : int {
+  kBeta = 0,                  // beta_t
+  kAlphaCumprod,              // abar_t = prod_{s<=t} (1 - beta_s)
+  kSqrtAlphaCumprod,          // sqrt(abar_t)
+  kSqrtOneMinusAlphaCumprod,  // sqrt(1 - abar_t)
+  kRsqrtAlphaCumprod,         // 1 / sqrt(abar_t)
+  kPosteriorCoefX0,           // sqrt(abar_{t-1}) * (1 - abar_t/abar_{t-1}) / (1 - abar_t)
+  kPosteriorCoefXt,           // sqrt(abar_t/abar_{t-1}) * (1 - abar_{t-1}) / (1 - abar_t)
+  kPosteriorStd,              // sqrt(max(beta~_t, 1e-20)) for t > 0, 0 at t = 0 ("fixed_small")
+  kScheduleCols
+};
+
+enum Prediction : int { kEpsilon = 0, kVPrediction = 1, kSample = 2 };
+
+// A timestep argument: one value from the host, or an int32/int64 tensor read per row
+// (stride 0: one value for all rows, 1: one per row) on the device that runs the kernel.
+struct TimeArg {
+  const void* ptr;  // nullptr: use `value`
+  bool is64;
+  int64_t stride;
+  int64_t value;
+
+  C10_HOST_DEVICE int64_t at(int64_t row) const {
+    if (ptr == nullptr) return value;
+    return is64 ? static_cast<const int64_t*>(ptr)[row * stride] : static_cast<const int32_t*>(ptr)[row * stride];
+  }
+};
+
+// One row's update is linear in its inputs (x = sample, m = model output, z = noise):
+//   x0  = clip(a_x * x + a_m * m)
+//   out = p_x0 * x0 + p_x * x + p_m * m + p_z * z
+// `valid` is false when the row's timestep is out of range: the row becomes NaN, never zeros.
+template <typename acc_t>
+struct StepCoefs {
+  acc_t a_x, a_m, p_x0, p_x, p_m, p_z;
+  bool valid;
+};
+
+template <typename acc_t>
+C10_HOST_DEVICE inline StepCoefs<acc_t> cast_coefs(double a_x, double a_m, double p_x0, double p_x, double p_m,
+                                                   double p_z) {
+  return StepCoefs<acc_t>{static_cast<acc_t>(a_x), static_cast<acc_t>(a_m), static_cast<acc_t>(p_x0),
+                          static_cast<acc_t>(p_x), static_cast<acc_t>(p_m), static_cast<acc_t>(p_z), true};
+}
+
+// x0 = a_x * x + a_m * m for each prediction type, from sqrt(abar_t) and sqrt(1 - abar_t).
+C10_HOST_DEVICE inline void x0_coefs(int prediction, double sa, double s1m, double* a_x, double* a_m) {
+  if (prediction == kEpsilon) {  // x0 = (x - sqrt(1-abar) m) / sqrt(abar)
+    *a_x = 1.0 / sa;
+    *a_m = -s1m / sa;
+  } else if (prediction == kVPrediction) {  // x0 = sqrt(abar) x - sqrt(1-abar) v
+    *a_x = sa;
+    *a_m = -s1m;
+  } else {  // the model predicts x0
+    *a_x = 0.0;
+    *a_m = 1.0;
+  }
+}
+
+// DDPM (t -> t-1, diffusers DDPMScheduler.step with variance_type="fixed_small"): all from row t of the table.
+struct DdpmCoefFn {
+  const double* schedule;  // (T, kScheduleCols), contiguous
+  int64_t num_timesteps;
+  TimeArg t;
+  int prediction;
+
+  C10_HOST_DEVICE bool per_row() const { return t.ptr != nullptr && t.stride != 0; }
+
+  template <typename acc_t>
+  C10_HOST_DEVICE StepCoefs<acc_t> get(int64_t row) const {
+    const int64_t ti = t.at(row);
+    if (ti < 0 || ti >= num_timesteps) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false};
+    const double* r = schedule + ti * kScheduleCols;
+    double a_x, a_m;
+    x0_coefs(prediction, r[kSqrtAlphaCumprod], r[kSqrtOneMinusAlphaCumprod], &a_x, &a_m);
+    return cast_coefs<acc_t>(a_x, a_m, r[kPosteriorCoefX0], r[kPosteriorCoefXt], 0.0, r[kPosteriorStd]);
+  }
+};
+
+// DDIM (t -> t_prev, diffusers DDIMScheduler.step); t_prev = -1 is the final step, whose abar is
+// 1 (set_alpha_to_one) or abar_0.
+struct DdimCoefFn {
+  const double* schedule;
+  int64_t num_timesteps;
+  TimeArg t, t_prev;
+  int prediction;
+  double eta;
+  bool alpha_to_one, clipped_model_output;
+
+  C10_HOST_DEVICE bool per_row() const {
+    return (t.ptr != nullptr && t.stride != 0) || (t_prev.ptr != nullptr && t_prev.stride != 0);
+  }
+
+  template <typename acc_t>
+  C10_HOST_DEVICE StepCoefs<acc_t> get(int64_t row) const {
+    const int64_t ti = t.at(row), tp = t_prev.at(row);
+    if (ti < 0 || ti >= num_timesteps || tp < -1 || tp >= ti) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false};
+    const double at = schedule[ti * kScheduleCols + kAlphaCumprod];
+    const double ap = tp >= 0 ? schedule[tp * kScheduleCols + kAlphaCumprod]
+                              : (alpha_to_one ? 1.0 : schedule[kAlphaCumprod]);
+    const double sa = schedule[ti * kScheduleCols + kSqrtAlphaCumprod];
+    const double s1m = schedule[ti * kScheduleCols + kSqrtOneMinusAlphaCumprod];
+    double a_x, a_m;
+    x0_coefs(prediction, sa, s1m, &a_x, &a_m);
+    const double variance = (1.0 - ap) / (1.0 - at) * (1.0 - at / ap);
+    const double std_dev = eta * sqrt(variance);
+    const double direction = sqrt(1.0 - ap - std_dev * std_dev);  // coefficient of the predicted epsilon
+    const double sqrt_ap = sqrt(ap);
+    if (clipped_model_output) {  // eps = (x - sqrt(abar) x0_clipped) / sqrt(1 - abar)
+      return cast_coefs<acc_t>(a_x, a_m, sqrt_ap - direction * sa / s1m, direction / s1m, 0.0, std_dev);
+    }
+    double e_x, e_m;  // eps = e_x * x + e_m * m, from the unclipped x0
+    if (prediction == kEpsilon) {
+      e_x = 0.0;
+      e_m = 1.0;
+    } else if (prediction == kVPrediction) {  // eps = sqrt(abar) v + sqrt(1-abar) x
+      e_x = s1m;
+      e_m = sa;
+    } else {  // eps = (x - sqrt(abar) x0) / sqrt(1-abar)
+      e_x = 1.0 / s1m;
+      e_m = -sa / s1m;
+    }
+    return cast_coefs<acc_t>(a_x, a_m, sqrt_ap, direction * e_x, direction * e_m, std_dev);
+  }
+};
+
+template <typename acc_t>
+C10_HOST_DEVICE inline acc_t step_element(const StepCoefs<acc_t>& c, acc_t m, acc_t x, acc_t z, bool clip,
+                                          acc_t range) {
+  if (!c.valid) return std::numeric_limits<acc_t>::quiet_NaN();
+  acc_t x0 = c.a_x * x + c.a_m * m;
+  if (clip) x0 = x0 < -range ? -range : (x0 > range ? range : x0);  // NaN stays NaN, like torch.clamp
+  return c.p_x0 * x0 + c.p_x * x + c.p_m * m + c.p_z * z;
+}
+
+// Mish(h) = h * tanh(softplus(h)), as torch computes it.
+template <typename acc_t>
+C10_HOST_DEVICE inline acc_t mish(acc_t h) {
+#ifdef __CUDA_ARCH__
+  return h * ::tanh(::log1p(::exp(h)));
+#else
+  return h * std::tanh(std::log1p(std::exp(h)));
+#endif
+}
+
+}  // namespace diffusion

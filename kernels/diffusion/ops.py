@@ -1,0 +1,164 @@
+"""Diffusion-policy kernels: DDPM / DDIM scheduler steps and fused Conv1d + GroupNorm + Mish.
+
+    sched = ddpm_schedule(100, "squaredcos_cap_v2", device="cuda")
+    x = ddpm_step(eps, t, x, sched)          # t: int, or an int tensor on the device (CUDA-graph safe)
+    h = conv1d_gn_mish(x, conv.weight, conv.bias, gn.weight, gn.bias, 8)
+
+The step ops read everything they need from the (T, 8) float64 schedule table and the timestep
+tensor on the device, so a whole denoising loop can be captured in one CUDA graph; noise is drawn
+inside the kernel from PyTorch's generator (torch.manual_seed reproduces it, graph replays draw
+fresh numbers). Out-of-range timesteps are an error when they are host-readable (Python ints, CPU
+tensors); timesteps living on the GPU are not read by the host, so rows with an invalid one come
+back as NaN (never zeros, never an out-of-bounds read).
+"""
+import torch
+import torch.nn.functional as F
+
+NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+_ops = getattr(torch.ops, NAMESPACE)
+
+__all__ = ["ddpm_schedule", "ddpm_step", "ddim_step", "conv1d_gn_mish"]
+
+# Columns of the schedule table (see diffusion.h).
+SCHEDULE_COLUMNS = (
+    "beta", "alphas_cumprod", "sqrt_alphas_cumprod", "sqrt_one_minus_alphas_cumprod", "rsqrt_alphas_cumprod",
+    "posterior_coef_x0", "posterior_coef_xt", "posterior_std",
+)
+
+
+def _as_timestep(t) -> torch.Tensor:
+    """Python ints become CPU int64 scalars: read and range-checked on the host, no device copy."""
+    return t if isinstance(t, torch.Tensor) else torch.tensor(int(t), dtype=torch.int64)
+
+
+def ddpm_schedule(num_train_timesteps: int = 1000, beta_schedule: str = "linear", beta_start: float = 1e-4,
+                  beta_end: float = 0.02, device: torch.device | str | None = None) -> torch.Tensor:
+    """The (T, 8) float64 table of per-timestep constants that ddpm_step / ddim_step read.
+
+    beta_schedule: "linear", "scaled_linear" or "squaredcos_cap_v2" (as diffusers; computed in
+    float64). Columns: SCHEDULE_COLUMNS (beta, alphas_cumprod, their square roots, and the DDPM
+    posterior coefficients and "fixed_small" standard deviation). Computed on the CPU, then moved to
+    `device`.
+    """
+    table = _ops.ddpm_schedule(num_train_timesteps, beta_schedule, beta_start, beta_end)
+    return table if device is None else table.to(device)
+
+
+def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: torch.Tensor,
+              noise: torch.Tensor | None = None, prediction_type: str = "epsilon", clip_sample: bool = True,
+              clip_sample_range: float = 1.0) -> torch.Tensor:
+    """One DDPM reverse step x_t -> x_{t-1}: the numbers of diffusers' DDPMScheduler.step with
+    variance_type="fixed_small" and prev_t = t - 1 (no strided inference timesteps).
+
+    model_output, sample (, noise): same shape (B, ...), dtype and device; float32, float64,
+    float16 or bfloat16 (half types compute in float32). t: int, or an int32/int64 tensor holding a
+    scalar or one timestep per batch row, on the sample's device (read there) or a CPU scalar.
+    schedule: ddpm_schedule(...) on the sample's device. prediction_type: "epsilon", "v_prediction"
+    or "sample"; the predicted x0 is clamped to +-clip_sample_range when clip_sample. Noise sigma_t*z
+    is added for t > 0, z drawn in the kernel unless `noise` is given. Returns a new contiguous
+    tensor. Not differentiable.
+    """
+    return _ops.ddpm_step(model_output, _as_timestep(t), sample, schedule, noise, prediction_type, clip_sample,
+                          clip_sample_range)
+
+
+def ddim_step(model_output: torch.Tensor, t, t_prev, sample: torch.Tensor, schedule: torch.Tensor, eta: float = 0.0,
+              noise: torch.Tensor | None = None, prediction_type: str = "epsilon", clip_sample: bool = True,
+              clip_sample_range: float = 1.0, set_alpha_to_one: bool = True,
+              use_clipped_model_output: bool = False) -> torch.Tensor:
+    """One DDIM step x_t -> x_{t_prev}: the numbers of diffusers' DDIMScheduler.step.
+
+    Same conventions as ddpm_step; t_prev (int or tensor like t) must be in [-1, t), -1 meaning the
+    final step, whose alpha_cumprod is 1 (set_alpha_to_one) or alphas_cumprod[0]. eta scales the
+    noise (0: deterministic DDIM; noise is only drawn or read when eta > 0). Not differentiable.
+    """
+    return _ops.ddim_step(model_output, _as_timestep(t), _as_timestep(t_prev), sample, schedule, eta, noise,
+                          prediction_type, clip_sample, clip_sample_range, set_alpha_to_one, use_clipped_model_output)
+
+
+def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, gn_weight: torch.Tensor,
+                   gn_bias: torch.Tensor, num_groups: int, padding: int | None = None,
+                   eps: float = 1e-5) -> torch.Tensor:
+    """Mish(GroupNorm(Conv1d(x))) = F.mish(F.group_norm(F.conv1d(x, weight, bias, padding=padding),
+    num_groups, gn_weight, gn_bias, eps)).
+
+    x: (B, C_in, L); weight: (C_out, C_in, K), stride 1; bias (optional), gn_weight, gn_bias: (C_out,);
+    num_groups must divide C_out; padding=None means K // 2 (K must then be odd). dtypes: float32,
+    float64, float16 and bfloat16, all accumulated in float32 (float64 for float64). On CUDA, small
+    batch x length runs a direct convolution kernel (exact float32) and large ones use cuDNN (which
+    follows torch.backends.cudnn.allow_tf32), each followed by one fused GroupNorm + Mish kernel.
+    Differentiable in x, weight, bias, gn_weight and gn_bias: the backward recomputes the forward
+    with PyTorch ops (float32 for half types) and applies the GroupNorm / Mish derivatives.
+    """
+    return _ops.conv1d_gn_mish(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps)
+
+
+# ---------------------------------------------------------------- fake (meta) kernels
+
+@torch.library.register_fake(f"{NAMESPACE}::ddpm_schedule")
+def _ddpm_schedule_fake(num_train_timesteps=1000, beta_schedule="linear", beta_start=1e-4, beta_end=0.02):
+    return torch.empty((num_train_timesteps, len(SCHEDULE_COLUMNS)), dtype=torch.float64)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::ddpm_step")
+def _ddpm_step_fake(model_output, t, sample, schedule, noise=None, prediction_type="epsilon", clip_sample=True,
+                    clip_sample_range=1.0):
+    return torch.empty(sample.shape, dtype=sample.dtype, device=sample.device)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::ddim_step")
+def _ddim_step_fake(model_output, t, t_prev, sample, schedule, eta=0.0, noise=None, prediction_type="epsilon",
+                    clip_sample=True, clip_sample_range=1.0, set_alpha_to_one=True, use_clipped_model_output=False):
+    return torch.empty(sample.shape, dtype=sample.dtype, device=sample.device)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::conv1d_gn_mish")
+def _conv1d_gn_mish_fake(x, weight, bias, gn_weight, gn_bias, num_groups, padding=None, eps=1e-5):
+    k = weight.shape[2]
+    pad = k // 2 if padding is None else padding
+    return x.new_empty((x.shape[0], weight.shape[0], x.shape[2] + 2 * pad - k + 1))
+
+
+# ---------------------------------------------------------------- autograd of conv1d_gn_mish
+
+def _conv_setup(ctx, inputs, output):
+    x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps = inputs
+    ctx.save_for_backward(x, weight, bias, gn_weight, gn_bias)
+    ctx.num_groups, ctx.eps = num_groups, eps
+    ctx.padding = weight.shape[2] // 2 if padding is None else padding
+
+
+def _conv_backward(ctx, grad):
+    x, weight, bias, gn_weight, gn_bias = ctx.saved_tensors
+    groups, eps, pad = ctx.num_groups, ctx.eps, ctx.padding
+    ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xf, wf, gw, gb, g = x.to(ct), weight.to(ct), gn_weight.to(ct), gn_bias.to(ct), grad.to(ct)
+    # Recompute the forward in PyTorch ops.
+    z = F.conv1d(xf, wf, None if bias is None else bias.to(ct), padding=pad)
+    b, c, length = z.shape
+    zg = z.reshape(b, groups, -1)
+    mean = zg.mean(-1, keepdim=True)
+    rstd = (zg.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+    zn = (zg - mean) * rstd  # (B, G, C/G * L)
+    h = zn.reshape(b, c, length) * gw[:, None] + gb[:, None]
+    # d/dh [h tanh(softplus(h))] = tanh(sp) + h sech^2(sp) sigmoid(h)
+    tsp = torch.tanh(F.softplus(h))
+    dh = g * (tsp + h * (1 - tsp * tsp) * torch.sigmoid(h))
+    grad_gw = (dh * zn.reshape(b, c, length)).sum((0, 2)) if ctx.needs_input_grad[3] else None
+    grad_gb = dh.sum((0, 2)) if ctx.needs_input_grad[4] else None
+    grad_x = grad_w = grad_b = None
+    if any(ctx.needs_input_grad[:3]):
+        dzn = (dh * gw[:, None]).reshape(b, groups, -1)
+        dz = rstd * (dzn - dzn.mean(-1, keepdim=True) - zn * (dzn * zn).mean(-1, keepdim=True))
+        mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]]
+        grad_x, grad_w, grad_b = torch.ops.aten.convolution_backward(
+            dz.reshape(b, c, length), xf, wf, [c] if bias is not None else None, [1], [pad], [1], False, [0], 1, mask)
+
+    def cast(gr, like):
+        return None if gr is None or like is None else gr.to(like.dtype)
+
+    return (cast(grad_x, x), cast(grad_w, weight), cast(grad_b, bias), cast(grad_gw, gn_weight),
+            cast(grad_gb, gn_bias), None, None, None)
+
+
+torch.library.register_autograd(f"{NAMESPACE}::conv1d_gn_mish", _conv_backward, setup_context=_conv_setup)

@@ -1,0 +1,442 @@
+"""Family `diffusion`: DDPM / DDIM steps and conv1d_gn_mish against reference.py (and diffusers when present)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import loader
+from conftest import DEVICES, TOLERANCES, needs_cuda
+
+D = loader.load("diffusion")
+R = D.reference
+
+SCHEDULES = ["linear", "scaled_linear", "squaredcos_cap_v2"]
+PREDICTIONS = ["epsilon", "v_prediction", "sample"]
+STEP_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+BAD = (RuntimeError, ValueError)
+
+
+def assert_close(actual, expected, dtype, scale=1.0):
+    atol, rtol = TOLERANCES[dtype]
+    torch.testing.assert_close(actual, expected, atol=atol * scale, rtol=rtol * scale)
+
+
+def step_inputs(shape, dtype, device):
+    m, x, z = (torch.randn(shape, dtype=torch.float64).to(dtype=dtype, device=device) for _ in range(3))
+    return m, x, z
+
+
+# ---------------------------------------------------------------- schedule
+
+@pytest.mark.parametrize("kind", SCHEDULES)
+@pytest.mark.parametrize("T", [1, 10, 1000])
+def test_schedule_matches_reference(kind, T):
+    ours = D.ddpm_schedule(T, kind)
+    assert ours.shape == (T, len(D.module.SCHEDULE_COLUMNS)) and ours.dtype == torch.float64
+    torch.testing.assert_close(ours, R.ddpm_schedule(T, kind), atol=1e-14, rtol=1e-12)
+    assert torch.isfinite(ours).all()
+
+
+def test_schedule_on_device(device):
+    assert D.ddpm_schedule(10, device=device).device.type == device
+
+
+# ---------------------------------------------------------------- steps against the reference
+
+@pytest.mark.parametrize("dtype", STEP_DTYPES)
+@pytest.mark.parametrize("prediction", PREDICTIONS)
+@pytest.mark.parametrize("kind", SCHEDULES)
+def test_ddpm_step_matches_reference(device, kind, prediction, dtype):
+    T = 100
+    sched = D.ddpm_schedule(T, kind, device=device)
+    for shape in [(4, 16, 3), (3, 5, 7)]:  # vectorized and scalar paths
+        m, x, z = step_inputs(shape, dtype, device)
+        for clip in (True, False):
+            for t in [0, 1, T // 2, T - 1]:
+                ours = D.ddpm_step(m, t, x, sched, z, prediction, clip, 1.0)
+                assert_close(ours, R.ddpm_step(m, t, x, sched, z, prediction, clip, 1.0), dtype)
+            # one timestep per row, on the device, including t = 0 (no noise) and T - 1
+            tt = torch.tensor([0, T - 1, 7][: shape[0]] + [3] * (shape[0] - 3), device=device)
+            ours = D.ddpm_step(m, tt, x, sched, z, prediction, clip, 2.5)
+            assert_close(ours, R.ddpm_step(m, tt, x, sched, z, prediction, clip, 2.5), dtype)
+
+
+@pytest.mark.parametrize("dtype", STEP_DTYPES)
+@pytest.mark.parametrize("prediction", PREDICTIONS)
+def test_ddim_step_matches_reference(device, prediction, dtype):
+    T = 1000
+    sched = D.ddpm_schedule(T, "scaled_linear", 0.00085, 0.012, device=device)
+    m, x, z = step_inputs((4, 8, 6), dtype, device)
+    for eta in (0.0, 0.7):
+        for t, tp in [(999, 979), (500, 480), (20, 0), (20, -1), (0, -1)]:
+            for alpha_one in (True, False):
+                for clipped in (False, True):
+                    args = (eta, z, prediction, True, 1.0, alpha_one, clipped)
+                    assert_close(D.ddim_step(m, t, tp, x, sched, *args), R.ddim_step(m, t, tp, x, sched, *args), dtype)
+    tt = torch.tensor([999, 500, 20, 0], device=device, dtype=torch.int32)
+    tp = torch.tensor([979, 480, -1, -1], device=device, dtype=torch.int32)
+    args = (0.5, z, prediction, False, 1.0, True, False)
+    assert_close(D.ddim_step(m, tt, tp, x, sched, *args), R.ddim_step(m, tt, tp, x, sched, *args), dtype)
+
+
+def test_steps_accept_strided_inputs(device):
+    sched = D.ddpm_schedule(50, device=device)
+    m, x, z = (torch.randn(6, 5, 4, device=device).transpose(0, 2) for _ in range(3))
+    t = torch.arange(0, 8, device=device)[::2]  # strided per-row timesteps
+    out = D.ddpm_step(m, t, x, sched, z)
+    assert out.is_contiguous()
+    assert_close(out, R.ddpm_step(m, t, x, sched, z), torch.float32)
+    assert D.ddpm_step(m[:0], 3, x[:0], sched).shape == (0, 5, 6)
+
+
+# ---------------------------------------------------------------- in-kernel noise
+
+def _noise_of(step, *args):
+    """The z the op drew: (out - out without noise) / sigma."""
+    return step(*args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ddpm_noise_is_standard_normal(device, dtype):
+    T, t = 100, 60
+    sched = D.ddpm_schedule(T, device=device)
+    m, x, _ = step_inputs((8, 16, 130), dtype, device)  # 16640 values per call
+    base = D.ddpm_step(m, t, x, sched, torch.zeros_like(x))
+    sigma = sched[t, 7].item()
+    z1 = ((D.ddpm_step(m, t, x, sched) - base) / sigma).double().flatten()
+    z2 = ((D.ddpm_step(m, t, x, sched) - base) / sigma).double().flatten()
+    n = z1.numel()
+    for z in (z1, z2):
+        assert abs(z.mean().item()) < 5 / n ** 0.5
+        assert abs(z.std().item() - 1) < 5 / (2 * n) ** 0.5
+        assert abs((z ** 4).mean().item() - 3) < 0.25  # Gaussian tails, not uniform
+        lanes = z[: n // 4 * 4].view(-1, 4)  # the four outputs of one Philox call are independent
+        corr = torch.corrcoef(lanes.T)
+        assert (corr - torch.eye(4, dtype=corr.dtype, device=corr.device)).abs().max() < 0.06
+        assert abs(torch.corrcoef(torch.stack([z[:-1], z[1:]]))[0, 1].item()) < 0.05
+    assert abs(torch.corrcoef(torch.stack([z1, z2]))[0, 1].item()) < 0.05  # fresh numbers per call
+    torch.manual_seed(123)
+    a = D.ddpm_step(m, t, x, sched)
+    torch.manual_seed(123)
+    assert torch.equal(a, D.ddpm_step(m, t, x, sched))  # reproducible from PyTorch's generator
+
+
+def test_noise_does_not_depend_on_the_code_path(device):
+    """Element i always gets the same normal: 16-byte and scalar (misaligned) paths agree."""
+    sched = D.ddpm_schedule(100, device=device)
+    m, x = (torch.randn(4 * 64 + 1, device=device)[1:].view(4, 64) for _ in range(2))  # 4 bytes off alignment
+    torch.manual_seed(7)
+    misaligned = D.ddpm_step(m, 40, x, sched)
+    torch.manual_seed(7)
+    aligned = D.ddpm_step(m.clone(), 40, x.clone(), sched)
+    assert_close(misaligned, aligned, torch.float32)
+
+
+def test_no_noise_at_t0_and_per_row(device):
+    sched = D.ddpm_schedule(100, device=device)
+    m, x, _ = step_inputs((4, 8, 8), torch.float32, device)
+    zero = torch.zeros_like(x)
+    assert torch.equal(D.ddpm_step(m, 0, x, sched), D.ddpm_step(m, 0, x, sched, zero))
+    t = torch.tensor([0, 50, 0, 99], device=device)
+    out, det = D.ddpm_step(m, t, x, sched), D.ddpm_step(m, t, x, sched, zero)
+    assert torch.equal(out[0], det[0]) and torch.equal(out[2], det[2])
+    assert (out[1] != det[1]).all() and (out[3] != det[3]).all()
+    # DDIM draws only when eta > 0
+    assert torch.equal(D.ddim_step(m, 50, 40, x, sched), D.ddim_step(m, 50, 40, x, sched, 0.0, zero))
+    z = (D.ddim_step(m, 50, 40, x, sched, 1.0) - D.ddim_step(m, 50, 40, x, sched, 1.0, zero)).flatten()
+    assert z.std() > 0
+
+
+# ---------------------------------------------------------------- diffusers itself
+
+def _cpu_noise(seed, shape, dtype, device):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype).to(device)
+
+
+@pytest.mark.parametrize("prediction", PREDICTIONS)
+@pytest.mark.parametrize("kind", SCHEDULES)
+def test_ddpm_matches_diffusers(device, kind, prediction):
+    diffusers = pytest.importorskip("diffusers")
+    T = 1000
+    ref = diffusers.DDPMScheduler(num_train_timesteps=T, beta_schedule=kind, prediction_type=prediction,
+                                  clip_sample=True, variance_type="fixed_small")
+    sched = D.ddpm_schedule(T, kind, device=device)
+    # diffusers builds the schedule in float32 (ours is float64): same betas and alphas_cumprod...
+    torch.testing.assert_close(ref.betas.double(), sched[:, 0].cpu(), atol=0, rtol=1e-6)
+    torch.testing.assert_close(ref.alphas_cumprod.double(), sched[:, 1].cpu(), atol=0, rtol=3e-5)
+    # ...but its float32 1 - abar_t / abar_{t-1} cancels to ~1e-3 relative error at small t, so the
+    # step is compared with diffusers running on our float64 alphas_cumprod.
+    ref.alphas_cumprod, ref.one = sched[:, 1].cpu(), torch.tensor(1.0, dtype=torch.float64)
+    m, x, _ = step_inputs((2, 16, 2), torch.float32, device)
+    for t in [T - 1, 700, 10, 1, 0]:
+        expected = ref.step(m, t, x, generator=torch.Generator().manual_seed(t)).prev_sample
+        ours = D.ddpm_step(m, t, x, sched, _cpu_noise(t, x.shape, x.dtype, device), prediction)
+        assert_close(ours, expected, torch.float32)
+
+
+@pytest.mark.parametrize("prediction", PREDICTIONS)
+def test_ddim_matches_diffusers(device, prediction):
+    diffusers = pytest.importorskip("diffusers")
+    T, n = 1000, 25
+    ref = diffusers.DDIMScheduler(num_train_timesteps=T, beta_schedule="squaredcos_cap_v2", clip_sample=True,
+                                  set_alpha_to_one=True, prediction_type=prediction)
+    ref.set_timesteps(n)
+    sched = D.ddpm_schedule(T, "squaredcos_cap_v2", device=device)
+    ref.alphas_cumprod = sched[:, 1].cpu()  # float64, as in test_ddpm_matches_diffusers
+    m, x, _ = step_inputs((2, 16, 2), torch.float32, device)
+    for i, t in enumerate(ref.timesteps.tolist()):
+        tp = t - T // n
+        expected = ref.step(m, t, x, eta=0.5, generator=torch.Generator().manual_seed(i)).prev_sample
+        ours = D.ddim_step(m, t, max(tp, -1), x, sched, 0.5, _cpu_noise(i, x.shape, x.dtype, device), prediction)
+        assert_close(ours, expected, torch.float32)
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_step_bad_input(device):
+    sched = D.ddpm_schedule(100, device=device)
+    m, x, z = step_inputs((4, 8, 2), torch.float32, device)
+    with pytest.raises(BAD, match="t must be in"):
+        D.ddpm_step(m, 100, x, sched)
+    with pytest.raises(BAD, match="t must be in"):
+        D.ddpm_step(m, -1, x, sched)
+    if device == "cpu":
+        with pytest.raises(BAD, match="t must be in"):
+            D.ddpm_step(m, torch.tensor([1, 2, 100, 3]), x, sched)
+    with pytest.raises(BAD, match="t must be an int64 or int32"):
+        D.ddpm_step(m, torch.tensor(3.0, device=device), x, sched)
+    with pytest.raises(BAD, match="t must have 1 or"):
+        D.ddpm_step(m, torch.tensor([1, 2], device=device), x, sched)
+    with pytest.raises(BAD, match="model_output"):
+        D.ddpm_step(m[:, :4], 3, x, sched)
+    with pytest.raises(BAD, match="model_output"):
+        D.ddpm_step(m.double(), 3, x, sched)
+    with pytest.raises(BAD, match="noise"):
+        D.ddpm_step(m, 3, x, sched, z[:2])
+    with pytest.raises(BAD, match="schedule"):
+        D.ddpm_step(m, 3, x, sched[:, :5])
+    with pytest.raises(BAD, match="schedule"):
+        D.ddpm_step(m, 3, x, sched.float())
+    with pytest.raises(BAD, match="prediction_type"):
+        D.ddpm_step(m, 3, x, sched, prediction_type="eps")
+    with pytest.raises(BAD, match="clip_sample_range"):
+        D.ddpm_step(m, 3, x, sched, clip_sample_range=0.0)
+    with pytest.raises(BAD, match="sample"):
+        D.ddpm_step(m[0, 0, 0], 3, x[0, 0, 0], sched)
+    with pytest.raises(BAD, match="t_prev"):
+        D.ddim_step(m, 10, 10, x, sched)
+    with pytest.raises(BAD, match="t_prev"):
+        D.ddim_step(m, 10, -2, x, sched)
+    with pytest.raises(BAD, match="eta"):
+        D.ddim_step(m, 10, 5, x, sched, -0.1)
+    with pytest.raises(BAD, match="beta_schedule"):
+        D.ddpm_schedule(10, "cosine")
+    with pytest.raises(BAD, match="num_train_timesteps"):
+        D.ddpm_schedule(0)
+    with pytest.raises(BAD, match="beta_end"):
+        D.ddpm_schedule(10, "linear", 1e-4, 1.5)
+
+
+@needs_cuda
+def test_device_timesteps_out_of_range_give_nan_rows():
+    sched = D.ddpm_schedule(100, device="cuda")
+    m, x, z = step_inputs((3, 8, 4), torch.float32, "cuda")
+    t = torch.tensor([5, 100, -3], device="cuda")  # cannot be checked without a host sync
+    out = D.ddpm_step(m, t, x, sched, z)
+    assert_close(out[0], R.ddpm_step(m[:1], 5, x[:1], sched, z[:1])[0], torch.float32)
+    assert out[1:].isnan().all()
+    out = D.ddim_step(m, torch.tensor([5, 5, 5], device="cuda"), torch.tensor([4, 5, -2], device="cuda"), x, sched)
+    assert torch.isfinite(out[0]).all() and out[1:].isnan().all()
+    with pytest.raises(BAD, match="schedule"):
+        D.ddpm_step(m, 3, x, sched.cpu())
+    with pytest.raises(BAD, match="t is on"):
+        D.ddpm_step(m, torch.tensor([1, 2, 3]), x, sched)  # per-row t must live on the device
+    with pytest.raises(BAD, match="schedule"):
+        D.ddpm_step(m.cpu(), 3, x.cpu(), sched)  # dispatched to CUDA by the schedule alone
+    with pytest.raises(BAD, match="weight"):
+        args = _conv_inputs(1, 4, 4, 5, 3, torch.float32, "cpu")
+        D.conv1d_gn_mish(args[0], args[1].cuda(), *args[2:], 2)
+
+
+# ---------------------------------------------------------------- opcheck / compile / graphs
+
+def test_opcheck_steps(device):
+    sched = D.ddpm_schedule(20, device=device)
+    m, x, z = step_inputs((2, 4, 4), torch.float32, device)
+    t = torch.tensor([3, 0], device=device)
+    torch.library.opcheck(D.ops.ddpm_step, (m, t, x, sched, z, "v_prediction", True, 1.0))
+    torch.library.opcheck(D.ops.ddim_step, (m, t + 5, t, x, sched, 0.3, z))
+    # random draws differ between runs: only the checks that do not compare outputs
+    torch.library.opcheck(D.ops.ddpm_step, (m, t, x, sched), test_utils=("test_schema", "test_faketensor"))
+
+
+def test_torch_compile_fullgraph():
+    sched = D.ddpm_schedule(20)
+    conv = torch.nn.Conv1d(4, 8, 5, padding=2)
+    gn = torch.nn.GroupNorm(2, 8)
+    head = torch.nn.Conv1d(8, 4, 1)
+
+    def denoise(x, t, noise):
+        h = D.conv1d_gn_mish(x, conv.weight, conv.bias, gn.weight, gn.bias, 2)
+        return D.ddpm_step(head(h), t, x, sched, noise)
+
+    x, noise, t = torch.randn(2, 4, 16), torch.randn(2, 4, 16), torch.tensor([5, 7])
+    with torch.no_grad():
+        expected = denoise(x, t, noise)
+        compiled = torch.compile(denoise, fullgraph=True)(x, t, noise)
+    assert_close(compiled, expected, torch.float32)
+
+
+@needs_cuda
+def test_cuda_graph_replays_the_whole_loop():
+    T, steps = 50, 10
+    sched = D.ddpm_schedule(T, "squaredcos_cap_v2", device="cuda")
+    ts = torch.arange(steps - 1, -1, -1, device="cuda")
+    static_x = torch.randn(1, 16, 2, device="cuda")
+    static_noise = torch.randn(steps, 1, 16, 2, device="cuda")
+
+    def loop(noise):
+        x = static_x
+        for i in range(steps):
+            x = D.ddpm_step(torch.tanh(x), ts[i], x, sched, None if noise is None else static_noise[i])
+        return x
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        loop(True), loop(None)  # warm up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    g_det, g_rand = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g_det):
+        out_det = loop(True)
+    with torch.cuda.graph(g_rand):
+        out_rand = loop(None)
+    for _ in range(2):
+        static_x.copy_(torch.randn(1, 16, 2, device="cuda"))
+        g_det.replay()
+        expected = static_x
+        for i in range(steps):
+            expected = R.ddpm_step(torch.tanh(expected), int(ts[i]), expected, sched, static_noise[i])
+        assert_close(out_det, expected, torch.float32, scale=10)
+    g_rand.replay()
+    first = out_rand.clone()
+    g_rand.replay()
+    assert not torch.equal(first, out_rand)  # each replay draws fresh noise
+
+
+# ---------------------------------------------------------------- conv1d_gn_mish
+
+# (B, C_in, C_out, L, K, groups): batch 1..64, channels 2..2048, length 1..256, kernel 1/3/5/7.
+CONV_SHAPES = [
+    (1, 256, 256, 16, 5, 8),     # diffusion policy at batch 1 (direct kernel on CUDA)
+    (1, 2048, 16, 4, 5, 8),      # many input channels: several shared-memory chunks
+    (2, 600, 24, 40, 7, 4),      # several length tiles, odd channel counts
+    (1, 3, 2, 1, 1, 1),          # length 1, kernel 1
+    (64, 32, 64, 16, 5, 8),      # large batch (cuDNN on CUDA)
+    (5, 2, 6, 256, 3, 3),        # long sequence
+    (3, 130, 2048, 3, 3, 16),    # wide output
+    (1, 1024, 512, 4, 5, 8),     # U-Net bottleneck
+    (2, 64, 32, 8, 3, 4),        # 8-position tiles
+]
+
+
+def _conv_inputs(B, cin, cout, L, K, dtype, device, bias=True):
+    def r(*s, scale=1.0):
+        return (torch.randn(*s, dtype=torch.float64) * scale).to(dtype=dtype, device=device)
+
+    x = r(B, cin, L)
+    w = r(cout, cin, K, scale=(cin * K) ** -0.5)
+    b = r(cout, scale=0.5) if bias else None
+    return x, w, b, 1 + r(cout, scale=0.2), r(cout, scale=0.2)
+
+
+@pytest.mark.parametrize("shape", CONV_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_conv1d_gn_mish_matches_reference(device, shape):
+    B, cin, cout, L, K, G = shape
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        for dtype in [torch.float32, torch.float64] if device == "cpu" or B * L < 512 else [torch.float32]:
+            args = _conv_inputs(B, cin, cout, L, K, dtype, device)
+            ours = D.conv1d_gn_mish(*args, G)
+            # float32: the convolution's summation order differs (up to 10^4 terms)
+            assert_close(ours, R.conv1d_gn_mish(*args, G), dtype, scale=10 if dtype == torch.float32 else 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_conv1d_gn_mish_half(device, dtype):
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        for B, cin, cout, L, K, G in [CONV_SHAPES[0], CONV_SHAPES[4], (2, 16, 8, 9, 3, 2)]:
+            args = _conv_inputs(B, cin, cout, L, K, dtype, device)
+            ours = D.conv1d_gn_mish(*args, G)
+            assert ours.dtype == dtype
+            # against float32 math on the same (rounded) inputs; the kernel accumulates in float32
+            expected = R.conv1d_gn_mish(*(a.float() for a in args), G).to(dtype)
+            assert_close(ours, expected, dtype, scale=2)
+
+
+def test_conv1d_gn_mish_options(device):
+    x, w, b, gw, gb = _conv_inputs(2, 6, 8, 11, 4, torch.float64, device, bias=False)
+    for pad in (0, 1, 3):  # even kernel with explicit padding, no bias
+        assert_close(D.conv1d_gn_mish(x, w, None, gw, gb, 4, pad, 1e-3),
+                     R.conv1d_gn_mish(x, w, None, gw, gb, 4, pad, 1e-3), torch.float64)
+    big = b if b is not None else torch.full_like(gw, 100.0)  # group mean >> std: two-pass statistics
+    assert_close(D.conv1d_gn_mish(x, w, big, gw, gb, 2, 2), R.conv1d_gn_mish(x, w, big, gw, gb, 2, 2),
+                 torch.float64, scale=1e3)
+    assert_close(D.conv1d_gn_mish(x.float(), w.float(), big.float(), gw.float(), gb.float(), 2, 2),
+                 R.conv1d_gn_mish(x, w, big, gw, gb, 2, 2).float(), torch.float32, scale=20)
+    xt = torch.randn(11, 6, 2, dtype=torch.float64, device=device).permute(2, 1, 0)  # strided x
+    assert_close(D.conv1d_gn_mish(xt, w, None, gw, gb, 2, 2), R.conv1d_gn_mish(xt, w, None, gw, gb, 2, 2),
+                 torch.float64)
+    assert D.conv1d_gn_mish(x[:0], w, None, gw, gb, 4, 2).shape == (0, 8, 12)
+
+
+def test_conv1d_gn_mish_gradcheck(device):
+    x, w, b, gw, gb = _conv_inputs(2, 3, 4, 5, 3, torch.float64, device)
+    inputs = tuple(a.requires_grad_() for a in (x, w, b, gw, gb))
+    assert torch.autograd.gradcheck(lambda *a: D.conv1d_gn_mish(*a, 2), inputs)
+    x, w, _, gw, gb = _conv_inputs(1, 2, 6, 4, 2, torch.float64, device, bias=False)
+    inputs = tuple(a.requires_grad_() for a in (x, w, gw, gb))
+    assert torch.autograd.gradcheck(lambda x, w, gw, gb: D.conv1d_gn_mish(x, w, None, gw, gb, 3, 1), inputs)
+
+
+def test_conv1d_gn_mish_grad_half(device):
+    x, w, b, gw, gb = _conv_inputs(2, 8, 8, 6, 3, torch.bfloat16, device)
+    inputs = [a.requires_grad_() for a in (x, w, b, gw, gb)]
+    D.conv1d_gn_mish(*inputs, 4).float().square().sum().backward()
+    ref = [a.detach().float().requires_grad_() for a in (x, w, b, gw, gb)]
+    R.conv1d_gn_mish(*ref, 4).square().sum().backward()
+    for a, r in zip(inputs, ref):
+        assert a.grad.dtype == torch.bfloat16
+        torch.testing.assert_close(a.grad.float(), r.grad, atol=0.05, rtol=0.05)
+
+
+def test_opcheck_conv1d_gn_mish(device):
+    x, w, b, gw, gb = _conv_inputs(2, 4, 6, 7, 3, torch.float32, device)
+    torch.library.opcheck(D.ops.conv1d_gn_mish, (x, w, b, gw, gb, 3))
+    torch.library.opcheck(D.ops.conv1d_gn_mish, (x, w, None, gw, gb, 2, 0, 1e-3))
+
+
+def test_conv1d_gn_mish_bad_input(device):
+    x, w, b, gw, gb = _conv_inputs(2, 4, 6, 7, 3, torch.float32, device)
+    with pytest.raises(BAD, match="num_groups"):
+        D.conv1d_gn_mish(x, w, b, gw, gb, 4)
+    with pytest.raises(BAD, match="num_groups"):
+        D.conv1d_gn_mish(x, w, b, gw, gb, 0)
+    with pytest.raises(BAD, match="padding"):
+        D.conv1d_gn_mish(x, torch.randn(6, 4, 4, device=device), b, gw, gb, 3)
+    with pytest.raises(BAD, match="padding"):
+        D.conv1d_gn_mish(x, w, b, gw, gb, 3, -1)
+    with pytest.raises(BAD, match="weight"):
+        D.conv1d_gn_mish(x, w[:, :3], b, gw, gb, 3)
+    with pytest.raises(BAD, match="weight"):
+        D.conv1d_gn_mish(x, w.double(), b, gw, gb, 3)
+    with pytest.raises(BAD, match="gn_weight"):
+        D.conv1d_gn_mish(x, w, b, gw[:5], gb, 3)
+    with pytest.raises(BAD, match="gn_bias"):
+        D.conv1d_gn_mish(x, w, b, gw, gb[None], 3)
+    with pytest.raises(BAD, match="bias"):
+        D.conv1d_gn_mish(x, w, b[:2], gw, gb, 3)
+    with pytest.raises(BAD, match="x"):
+        D.conv1d_gn_mish(x[0], w, b, gw, gb, 3)
+    with pytest.raises(BAD, match="x has length"):
+        D.conv1d_gn_mish(x[..., :1], torch.randn(6, 4, 5, device=device), b, gw, gb, 3, 0)
+    with pytest.raises(BAD, match="eps"):
+        D.conv1d_gn_mish(x, w, b, gw, gb, 3, None, -1.0)
