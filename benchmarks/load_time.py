@@ -39,10 +39,13 @@ if {init_cuda} and torch.cuda.is_available():
 t2 = time.perf_counter()
 {body}
 t3 = time.perf_counter()
-print("RESULT " + json.dumps({{"import_torch_s": t1 - t0, "cuda_init_s": t2 - t1, "load_s": t3 - t2}}))
+print("RESULT " + json.dumps({{"import_torch_s": t1 - t0, "cuda_init_s": t2 - t1, "load_s": t3 - t2,
+                              **globals().get("phases", {{}})}}))
 """
 
-OURS = f"sys.path.insert(0, {str(REPO)!r}); import loader; loader.load('fused')"
+OURS = (f"sys.path.insert(0, {str(REPO)!r}); a = time.perf_counter(); import loader; b = time.perf_counter(); "
+        "loader.load('fused'); phases = {'import_loader_s': b - a, 'load_call_s': time.perf_counter() - b, "
+        "'bytecode_cached': not sys.dont_write_bytecode}")
 
 
 def plain_body(build_dir: Path) -> str:
@@ -128,6 +131,9 @@ def main() -> int:
           f"plain cpp_extension.load {report['plain_warm']['load_s'] * 1e3:.1f} ms "
           f"({report['ratio_plain_over_ours']:.1f}x), pybind-style {report['pybind_warm']['load_s'] * 1e3:.1f} ms "
           f"({report['ratio_pybind_over_ours']:.1f}x)")
+    print(f"ours, of which import loader {report['ours_warm']['import_loader_s'] * 1e3:.2f} ms and "
+          f"loader.load {report['ours_warm']['load_call_s'] * 1e3:.2f} ms (bytecode cache on: "
+          f"{bool(report['ours_warm']['bytecode_cached'])})")
     print(f"ours without a prior CUDA init: {report['ours_warm_without_prior_cuda_init']['load_s'] * 1e3:.2f} ms; "
           f"import torch {report['ours_warm']['import_torch_s']:.2f} s, CUDA init {report['ours_warm']['cuda_init_s']:.2f} s")
     return 0
