@@ -1,0 +1,507 @@
+// Family `ebm`: op schemas, argument checks and CPU kernels.
+// Energies and scores loop over rows (at::parallel_for); the chains run each row's
+// whole chain in one task, so a row's state stays in cache for all the steps.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/zeros.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ebm.h"
+#include "ebm_host.h"
+#include "jk.h"
+#include "cpu_loops.h"
+#include "philox.h"
+
+namespace ebm {
+
+// ---------------------------------------------------------------- checks (shared with ebm.cu)
+
+// x is a (B, D) batch of floating rows with D >= min_cols.
+void check_rows(const at::Tensor& x, int64_t min_cols) {
+  jk::check_float(x, "x");
+  jk::check_dim(x, "x", 2);
+  TORCH_CHECK_VALUE(x.size(1) >= min_cols, "x must have at least ", min_cols, " column(s) (D), got shape ",
+                    x.sizes());
+}
+
+void check_gaussian_args(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
+  check_rows(x, 1);
+  const int64_t D = x.size(1);
+  jk::check_same_device(x, "x", mean, "mean");
+  jk::check_same_device(x, "x", precision, "precision");
+  jk::check_same_dtype(x, "x", mean, "mean");
+  jk::check_same_dtype(x, "x", precision, "precision");
+  TORCH_CHECK_VALUE(mean.dim() == 1 && mean.size(0) == D, "mean must have shape (D,) = (", D,
+                    ",) to match x of shape ", x.sizes(), ", got ", mean.sizes());
+  TORCH_CHECK_VALUE(precision.dim() == 2 && precision.size(0) == D && precision.size(1) == D,
+                    "precision must have shape (D, D) = (", D, ", ", D, ") to match x of shape ", x.sizes(),
+                    ", got ", precision.sizes());
+}
+
+void check_step_args(const at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
+                     std::optional<double> clamp_min, std::optional<double> clamp_max) {
+  jk::check_float(x, "x");
+  jk::check_like(x, "x", grad, "grad");
+  jk::check_positive(step_size, "step_size");
+  TORCH_CHECK_VALUE(std::isfinite(noise_scale) && noise_scale >= 0, "noise_scale must be finite and >= 0, got ",
+                    noise_scale);
+  if (clamp_min) jk::check_finite(*clamp_min, "clamp_min");
+  if (clamp_max) jk::check_finite(*clamp_max, "clamp_max");
+  if (clamp_min && clamp_max)
+    TORCH_CHECK_VALUE(*clamp_min <= *clamp_max, "clamp: clamp_min (", *clamp_min, ") must be <= clamp_max (",
+                      *clamp_max, ")");
+}
+
+// The model of a chain, by name, with its scalar parameters checked and padded.
+ModelSpec parse_model(const at::Tensor& x, const std::string& model, const std::optional<at::Tensor>& mean,
+                      const std::optional<at::Tensor>& precision, at::ArrayRef<double> params) {
+  struct Entry {
+    const char* name;
+    Model kind;
+    size_t n_params;
+    const char* param_names;
+  };
+  static const Entry entries[] = {
+      {"gaussian", Model::Gaussian, 0, "none (pass mean and precision)"},
+      {"double_well", Model::DoubleWell, 2, "[barrier_height, b]"},
+      {"harmonic", Model::Harmonic, 1, "[k]"},
+      {"rosenbrock", Model::Rosenbrock, 2, "[a, b]"},
+      {"rastrigin", Model::Rastrigin, 1, "[a]"},
+      {"ackley", Model::Ackley, 3, "[a, b, c]"},
+  };
+  const Entry* found = nullptr;
+  for (const Entry& e : entries)
+    if (model == e.name) found = &e;
+  TORCH_CHECK_VALUE(found != nullptr, "model must be one of gaussian, double_well, harmonic, rosenbrock, ",
+                    "rastrigin, ackley; got '", model, "'");
+  TORCH_CHECK_VALUE(params.size() == found->n_params, "params for model '", model, "' must be ",
+                    found->param_names, " (", found->n_params, " values), got ", params.size(), " values");
+  ModelSpec spec{found->kind, {0.0, 0.0, 0.0}};
+  for (size_t i = 0; i < params.size(); ++i) {
+    jk::check_finite(params[i], "params");
+    spec.p[i] = params[i];
+  }
+  if (spec.kind == Model::Gaussian) {
+    TORCH_CHECK_VALUE(mean.has_value() && precision.has_value(),
+                      "model 'gaussian' needs mean (D,) and precision (D, D)");
+    check_gaussian_args(x, *mean, *precision);
+  } else {
+    TORCH_CHECK_VALUE(!mean.has_value() && !precision.has_value(), "mean and precision are only for model ",
+                      "'gaussian', not '", model, "'");
+    check_rows(x, spec.kind == Model::Rosenbrock ? 2 : 1);
+  }
+  return spec;
+}
+
+void check_chain_args(const at::Tensor& x, int64_t n_steps, double step_size, int64_t thin) {
+  jk::check_float32_or_64(x, "x");
+  TORCH_CHECK_VALUE(n_steps >= 0, "n_steps must be >= 0, got ", n_steps);
+  jk::check_positive(step_size, "step_size");
+  TORCH_CHECK_VALUE(thin >= 0, "thin must be >= 0 (0: no trajectory), got ", thin);
+}
+
+int64_t n_saved(int64_t n_steps, int64_t thin) { return thin > 0 ? n_steps / thin : 0; }
+
+// ---------------------------------------------------------------- the Gaussian for large D (any device)
+
+// Large D goes through a matrix product: S = (x − μ)·Psym, score = −S, energy = ½ Σ (x − μ)·S.
+at::Tensor gaussian_matmul(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, bool energy) {
+  const at::Tensor p_sym = precision.add(precision.t()).mul_(0.5);
+  const at::Tensor diff = x.sub(mean);
+  at::Tensor s = at::matmul(diff, p_sym);
+  if (!energy) return s.neg_();
+  const bool half = x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16;
+  return half ? diff.mul(s).sum(1, false, at::kFloat).mul_(0.5).to(x.scalar_type()) : diff.mul_(s).sum(1).mul_(0.5);
+}
+
+// ---------------------------------------------------------------- CPU row math
+
+template <typename A, typename M>
+A row_energy(const M& m, const A* x, int64_t D) {
+  A s0 = 0, s1 = 0, sum = 0;
+  for (int64_t i = 0; i < D; ++i) {
+    m.stats(x[i], s0, s1);
+    sum += m.term(x[i], i + 1 < D ? x[i + 1] : A(0), i + 1 < D);
+  }
+  return m.finish(sum, s0, s1, D);
+}
+
+template <typename A, typename M>
+void row_grad(const M& m, const A* x, A* g, int64_t D) {
+  A s0 = 0, s1 = 0;
+  if (M::kStats)
+    for (int64_t i = 0; i < D; ++i) m.stats(x[i], s0, s1);
+  const RowConst<A> rc = m.prepare(s0, s1, D);
+  for (int64_t i = 0; i < D; ++i)
+    g[i] = m.grad(i > 0 ? x[i - 1] : A(0), x[i], i + 1 < D ? x[i + 1] : A(0), i > 0, i + 1 < D, rc);
+}
+
+// A local model as a row object (grad, energy), the shape the CPU chains use.
+template <typename A, typename M>
+struct LocalRows {
+  M m;
+  void grad(const A* x, A* g, int64_t D) const { row_grad(m, x, g, D); }
+  A energy(const A* x, int64_t D) const { return row_energy(m, x, D); }
+};
+
+// The Gaussian with its symmetrized precision and mean in A.
+template <typename A>
+struct GaussRows {
+  std::vector<A> p, mu;  // p: D×D, ½(P + Pᵀ)
+
+  template <typename T>  // the last argument only names T
+  GaussRows(const at::Tensor& mean, const at::Tensor& precision, int64_t D, const T*) : p(D * D), mu(D) {
+    const at::Tensor m = mean.contiguous(), q = precision.contiguous();
+    const T* mp = m.const_data_ptr<T>();
+    const T* qp = q.const_data_ptr<T>();
+    for (int64_t i = 0; i < D; ++i) {
+      mu[i] = static_cast<A>(mp[i]);
+      for (int64_t j = 0; j < D; ++j)
+        p[i * D + j] = A(0.5) * (static_cast<A>(qp[i * D + j]) + static_cast<A>(qp[j * D + i]));
+    }
+  }
+  // g = Psym·(x − μ) as a sum of rows of Psym (symmetric): the inner loop is an axpy, which
+  // the compiler vectorizes (a dot product would need reassociation).
+  void grad(const A* x, A* g, int64_t D) const {
+    std::fill(g, g + D, A(0));
+    for (int64_t j = 0; j < D; ++j) {
+      const A dj = x[j] - mu[j];
+      const A* row = p.data() + j * D;
+      for (int64_t i = 0; i < D; ++i) g[i] += dj * row[i];
+    }
+  }
+  A energy(const A* x, int64_t D) const {
+    A e = 0;
+    for (int64_t i = 0; i < D; ++i) {
+      A s = 0;
+      const A* row = p.data() + i * D;
+      for (int64_t j = 0; j < D; ++j) s += row[j] * (x[j] - mu[j]);
+      e += (x[i] - mu[i]) * s;
+    }
+    return A(0.5) * e;
+  }
+};
+
+inline int64_t row_grain(int64_t D) { return std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(D, 1)); }
+
+// Energy (out: (B,)) or score (out: (B, D)) of every row.
+template <typename T, typename Rows>
+void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool score) {
+  using A = at::opmath_type<T>;
+  const int64_t B = x.size(0), D = x.size(1);
+  const T* xp = x.const_data_ptr<T>();
+  T* op = out.mutable_data_ptr<T>();
+  at::parallel_for(0, B, row_grain(D), [&](int64_t begin, int64_t end) {
+    std::vector<A> row(D), g(D);
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t i = 0; i < D; ++i) row[i] = static_cast<A>(xp[r * D + i]);
+      if (!score) {
+        op[r] = static_cast<T>(rows.energy(row.data(), D));
+        continue;
+      }
+      rows.grad(row.data(), g.data(), D);
+      for (int64_t i = 0; i < D; ++i) op[r * D + i] = static_cast<T>(-g[i]);
+    }
+  });
+}
+
+at::Tensor local_cpu(const at::Tensor& x_in, Model kind, std::array<double, 3> p, bool score) {
+  check_rows(x_in, kind == Model::Rosenbrock ? 2 : 1);
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_local_cpu", [&] {
+    using A = at::opmath_type<scalar_t>;
+    with_local_model<A>(kind, p.data(), [&](auto m) {
+      rows_cpu<scalar_t>(x, out, LocalRows<A, decltype(m)>{m}, score);
+    });
+  });
+  return out;
+}
+
+at::Tensor gaussian_cpu(const at::Tensor& x_in, const at::Tensor& mean, const at::Tensor& precision, bool score) {
+  check_gaussian_args(x_in, mean, precision);
+  const at::Tensor x = x_in.contiguous();
+  const int64_t D = x.size(1);
+  if (D > kGaussianSmallD) return gaussian_matmul(x, mean, precision, !score);
+  at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_gaussian_cpu", [&] {
+    using A = at::opmath_type<scalar_t>;
+    const GaussRows<A> rows(mean, precision, D, static_cast<scalar_t*>(nullptr));
+    rows_cpu<scalar_t>(x, out, rows, score);
+  });
+  return out;
+}
+
+
+// ---------------------------------------------------------------- Langevin step
+
+LangevinUpdate<double> make_update(double a, double tau, std::optional<double> clamp_min,
+                                   std::optional<double> clamp_max) {
+  const double inf = std::numeric_limits<double>::infinity();
+  return {a, tau, clamp_min.value_or(-inf), clamp_max.value_or(inf), clamp_min.has_value() || clamp_max.has_value()};
+}
+
+// out = x + a·g + τ·ε elementwise; four elements per Philox draw (counter = group index).
+template <typename T>
+void langevin_update_cpu(const T* x, const T* g, T* out, int64_t n, const LangevinUpdate<double>& u,
+                         jk::PhiloxSeed seed) {
+  using A = at::opmath_type<T>;
+  const LangevinUpdate<A> upd{A(u.a), A(u.tau), A(u.lo), A(u.hi), u.clamp};
+  const int64_t groups = (n + 3) / 4;
+  at::parallel_for(0, groups, jk::kCpuGrain / 4, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      const jk::Float4 z = jk::normal4(seed.seed, seed.offset / 4 + q);
+      for (int k = 0; k < 4 && 4 * q + k < n; ++k) {
+        const int64_t i = 4 * q + k;
+        out[i] = static_cast<T>(upd(static_cast<A>(x[i]), static_cast<A>(g[i]), static_cast<A>(lane(z, k))));
+      }
+    }
+  });
+}
+
+void langevin_step_into_cpu(const at::Tensor& x, const at::Tensor& grad, const at::Tensor& out, double step_size,
+                            double noise_scale, std::optional<double> clamp_min, std::optional<double> clamp_max,
+                            const std::optional<at::Generator>& generator) {
+  const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
+  const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_langevin_step_cpu", [&] {
+    langevin_update_cpu<scalar_t>(x.const_data_ptr<scalar_t>(), grad.const_data_ptr<scalar_t>(),
+                                  out.mutable_data_ptr<scalar_t>(), x.numel(), u, seed);
+  });
+}
+
+at::Tensor langevin_step_cpu(const at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
+                             std::optional<double> clamp_min, std::optional<double> clamp_max,
+                             std::optional<at::Generator> generator) {
+  check_step_args(x, grad, step_size, noise_scale, clamp_min, clamp_max);
+  const at::Tensor xc = x.contiguous(), gc = grad.contiguous();
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  langevin_step_into_cpu(xc, gc, out, step_size, noise_scale, clamp_min, clamp_max, generator);
+  return out;
+}
+
+at::Tensor& langevin_step_inplace_cpu(at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
+                                      std::optional<double> clamp_min, std::optional<double> clamp_max,
+                                      std::optional<at::Generator> generator) {
+  check_step_args(x, grad, step_size, noise_scale, clamp_min, clamp_max);
+  const at::Tensor gc = grad.contiguous();
+  if (x.is_contiguous()) {  // each element is read before it is written, by the same task
+    langevin_step_into_cpu(x, gc, x, step_size, noise_scale, clamp_min, clamp_max, generator);
+  } else {
+    const at::Tensor xc = x.contiguous();
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    langevin_step_into_cpu(xc, gc, out, step_size, noise_scale, clamp_min, clamp_max, generator);
+    x.copy_(out);
+  }
+  return x;
+}
+
+// ---------------------------------------------------------------- chains, one row per task
+
+struct ChainOut {
+  at::Tensor x, accept, traj;
+};
+
+// Langevin: x ← x − η∇E(x) + τε for n_steps, state of a row in a scratch vector.
+template <typename T, typename Rows>
+void langevin_rows_cpu(const Rows& rows, const T* x0, T* xo, T* traj, int64_t B, int64_t D, int64_t n_steps,
+                       const LangevinUpdate<T>& upd, int64_t thin, jk::PhiloxSeed seed) {
+  const int64_t nq = (D + 3) / 4;  // Philox draws per row and step
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> x(D), g(D);
+    for (int64_t r = begin; r < end; ++r) {
+      std::copy(x0 + r * D, x0 + (r + 1) * D, x.begin());
+      for (int64_t step = 0; step < n_steps; ++step) {
+        rows.grad(x.data(), g.data(), D);
+        for (int64_t q = 0; q < nq; ++q) {
+          const jk::Float4 z = jk::normal4(seed.seed, seed.offset / 4 + step * nq + q, r);
+          for (int k = 0; k < 4 && 4 * q + k < D; ++k) x[4 * q + k] = upd(x[4 * q + k], g[4 * q + k], T(lane(z, k)));
+        }
+        if (thin > 0 && (step + 1) % thin == 0)
+          std::copy(x.begin(), x.end(), traj + (((step + 1) / thin - 1) * B + r) * D);
+      }
+      std::copy(x.begin(), x.end(), xo + r * D);
+    }
+  });
+}
+
+// HMC: momentum p ~ N(0, I), n_leapfrog leapfrog steps of size ε, Metropolis accept on
+// H = E(x) + ½|p|². Per step: nq Philox draws for p, one for the accept uniform.
+template <typename T, typename Rows>
+void hmc_rows_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int64_t B, int64_t D, int64_t n_steps,
+                  T eps, int64_t n_leapfrog, int64_t thin, jk::PhiloxSeed seed) {
+  const int64_t nq = (D + 3) / 4;
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> x(D), x0(D), p(D), g(D);
+    for (int64_t r = begin; r < end; ++r) {
+      std::copy(x_in + r * D, x_in + (r + 1) * D, x.begin());
+      int64_t accepted = 0;
+      for (int64_t step = 0; step < n_steps; ++step) {
+        const uint64_t base = seed.offset / 4 + step * (nq + 1);
+        for (int64_t q = 0; q < nq; ++q) {
+          const jk::Float4 z = jk::normal4(seed.seed, base + q, r);
+          for (int k = 0; k < 4 && 4 * q + k < D; ++k) p[4 * q + k] = T(lane(z, k));
+        }
+        x0 = x;
+        T h0 = rows.energy(x.data(), D);
+        for (int64_t i = 0; i < D; ++i) h0 += T(0.5) * p[i] * p[i];
+        rows.grad(x.data(), g.data(), D);
+        for (int64_t i = 0; i < D; ++i) p[i] -= T(0.5) * eps * g[i];
+        for (int64_t l = 0; l < n_leapfrog; ++l) {
+          for (int64_t i = 0; i < D; ++i) x[i] += eps * p[i];
+          rows.grad(x.data(), g.data(), D);
+          const T kick = l + 1 == n_leapfrog ? T(0.5) * eps : eps;
+          for (int64_t i = 0; i < D; ++i) p[i] -= kick * g[i];
+        }
+        T h1 = rows.energy(x.data(), D);
+        for (int64_t i = 0; i < D; ++i) h1 += T(0.5) * p[i] * p[i];
+        const float u = jk::uniform_open0(jk::philox4x32_10(seed.seed, base + nq, r).x);
+        if (std::log(T(u)) < h0 - h1) {  // false when h1 is NaN or inf: rejected
+          ++accepted;
+        } else {
+          x = x0;
+        }
+        if (thin > 0 && (step + 1) % thin == 0)
+          std::copy(x.begin(), x.end(), traj + (((step + 1) / thin - 1) * B + r) * D);
+      }
+      std::copy(x.begin(), x.end(), xo + r * D);
+      acc[r] = n_steps > 0 ? T(accepted) / T(n_steps) : T(0);
+    }
+  });
+}
+
+// Calls f(rows) with the row object of the chain's model, in dtype A.
+template <typename A, typename F>
+void with_rows(const ModelSpec& spec, const std::optional<at::Tensor>& mean,
+               const std::optional<at::Tensor>& precision, int64_t D, F&& f) {
+  if (spec.kind == Model::Gaussian) {
+    f(GaussRows<A>(*mean, *precision, D, static_cast<const A*>(nullptr)));
+  } else {
+    with_local_model<A>(spec.kind, spec.p, [&](auto m) { f(LocalRows<A, decltype(m)>{m}); });
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> langevin_chain_cpu(const at::Tensor& x, const std::string& model,
+                                                      const std::optional<at::Tensor>& mean,
+                                                      const std::optional<at::Tensor>& precision,
+                                                      at::ArrayRef<double> params, int64_t n_steps, double step_size,
+                                                      double noise_scale, int64_t thin,
+                                                      std::optional<double> clamp_min,
+                                                      std::optional<double> clamp_max,
+                                                      std::optional<at::Generator> generator) {
+  check_chain_args(x, n_steps, step_size, thin);
+  const ModelSpec spec = parse_model(x, model, mean, precision, params);
+  check_step_args(x, x, step_size, noise_scale, clamp_min, clamp_max);
+  const at::Tensor xc = x.contiguous();
+  const int64_t B = x.size(0), D = x.size(1);
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
+  const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
+  if (spec.kind == Model::Gaussian && D > kGaussianSmallD) {  // BLAS per step beats a row-by-row matvec
+    at::Tensor state = xc.clone(), s = at::empty(x.sizes(), x.options());
+    const at::Tensor p_sym = precision->add(precision->t()).mul_(0.5);
+    const at::Tensor neg_p = p_sym.neg(), pmu = at::matmul(p_sym, *mean);
+    const LangevinUpdate<double> along_score{-u.a, u.tau, u.lo, u.hi, u.clamp};  // x + η·score
+    for (int64_t step = 0; step < n_steps; ++step) {
+      at::addmm_out(s, pmu, state, neg_p);
+      const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_langevin_chain_cpu", [&] {
+        langevin_update_cpu<scalar_t>(state.const_data_ptr<scalar_t>(), s.const_data_ptr<scalar_t>(),
+                                      state.mutable_data_ptr<scalar_t>(), state.numel(), along_score, seed);
+      });
+      if (thin > 0 && (step + 1) % thin == 0) traj.select(0, (step + 1) / thin - 1).copy_(state);
+    }
+    return {state, traj};
+  }
+  const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_langevin_chain_cpu", [&] {
+    using T = scalar_t;
+    const LangevinUpdate<T> upd{T(u.a), T(u.tau), T(u.lo), T(u.hi), u.clamp};
+    with_rows<T>(spec, mean, precision, D, [&](const auto& rows) {
+      langevin_rows_cpu<T>(rows, xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, D,
+                           n_steps, upd, thin, seed);
+    });
+  });
+  return {out, traj};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain_cpu(const at::Tensor& x, const std::string& model,
+                                                             const std::optional<at::Tensor>& mean,
+                                                             const std::optional<at::Tensor>& precision,
+                                                             at::ArrayRef<double> params, int64_t n_steps,
+                                                             double step_size, int64_t n_leapfrog, int64_t thin,
+                                                             std::optional<at::Generator> generator) {
+  check_chain_args(x, n_steps, step_size, thin);
+  TORCH_CHECK_VALUE(n_leapfrog >= 1, "n_leapfrog must be >= 1, got ", n_leapfrog);
+  const ModelSpec spec = parse_model(x, model, mean, precision, params);
+  const at::Tensor xc = x.contiguous();
+  const int64_t B = x.size(0), D = x.size(1);
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor acc = at::empty({B}, x.options());
+  at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
+  const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_hmc_chain_cpu", [&] {
+    using T = scalar_t;
+    with_rows<T>(spec, mean, precision, D, [&](const auto& rows) {
+      hmc_rows_cpu<T>(rows, xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), acc.mutable_data_ptr<T>(),
+                      traj.mutable_data_ptr<T>(), B, D, n_steps, T(step_size), n_leapfrog, thin, seed);
+    });
+  });
+  return {out, acc, traj};
+}
+
+// ---------------------------------------------------------------- registration
+
+at::Tensor gaussian_energy_cpu(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
+  return gaussian_cpu(x, mean, precision, false);
+}
+
+at::Tensor gaussian_score_cpu(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
+  return gaussian_cpu(x, mean, precision, true);
+}
+
+JK_LIBRARY(m) {
+  m.def("gaussian_energy(Tensor x, Tensor mean, Tensor precision) -> Tensor");
+  m.def("gaussian_score(Tensor x, Tensor mean, Tensor precision) -> Tensor");
+  m.def("double_well_energy(Tensor x, float barrier_height=2.0, float b=1.0) -> Tensor");
+  m.def("double_well_score(Tensor x, float barrier_height=2.0, float b=1.0) -> Tensor");
+  m.def("harmonic_energy(Tensor x, float k=1.0) -> Tensor");
+  m.def("harmonic_score(Tensor x, float k=1.0) -> Tensor");
+  m.def("rosenbrock_energy(Tensor x, float a=1.0, float b=100.0) -> Tensor");
+  m.def("rosenbrock_score(Tensor x, float a=1.0, float b=100.0) -> Tensor");
+  m.def("rastrigin_energy(Tensor x, float a=10.0) -> Tensor");
+  m.def("rastrigin_score(Tensor x, float a=10.0) -> Tensor");
+  m.def("ackley_energy(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
+  m.def("ackley_score(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
+  m.def("langevin_step(Tensor x, Tensor grad, float step_size, float noise_scale=1.0, float? clamp_min=None, "
+        "float? clamp_max=None, Generator? generator=None) -> Tensor");
+  m.def("langevin_step_(Tensor(a!) x, Tensor grad, float step_size, float noise_scale=1.0, "
+        "float? clamp_min=None, float? clamp_max=None, Generator? generator=None) -> Tensor(a!)");
+  m.def("langevin_chain(Tensor x, str model, Tensor? mean, Tensor? precision, float[] params, int n_steps, "
+        "float step_size, float noise_scale=1.0, int thin=0, float? clamp_min=None, float? clamp_max=None, "
+        "Generator? generator=None) -> (Tensor, Tensor)");
+  m.def("hmc_chain(Tensor x, str model, Tensor? mean, Tensor? precision, float[] params, int n_steps, "
+        "float step_size, int n_leapfrog, int thin=0, Generator? generator=None) -> (Tensor, Tensor, Tensor)");
+}
+
+JK_LIBRARY_IMPL(CPU, m) {
+  m.impl("gaussian_energy", &gaussian_energy_cpu);
+  m.impl("gaussian_score", &gaussian_score_cpu);
+  EBM_IMPL_LOCAL_OPS(m, local_cpu);
+  m.impl("langevin_step", &langevin_step_cpu);
+  m.impl("langevin_step_", &langevin_step_inplace_cpu);
+  m.impl("langevin_chain", &langevin_chain_cpu);
+  m.impl("hmc_chain", &hmc_chain_cpu);
+}
+
+}  // namespace ebm

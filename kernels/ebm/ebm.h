@@ -1,0 +1,172 @@
+// The math of the energy-based-model family, shared by the CPU (ebm.cpp) and CUDA
+// (ebm.cu) kernels. A is the accumulation type (float for float/half/bfloat16,
+// double for double).
+//
+// Every non-Gaussian model is "local": its energy is a row sum of terms that see an
+// element and its right neighbour, plus (Ackley) a function of two row sums. So one
+// interface serves every kernel shape (row loop on CPU, lanes-per-row and
+// thread-per-row on CUDA):
+//   stats(x, s0, s1)                     accumulate the row sums a model needs
+//   term(x, x_next, has_next)            one element's energy term
+//   finish(sum_of_terms, s0, s1, D)      the row's energy
+//   prepare(s0, s1, D) -> RowConst       per-row constants of the gradient
+//   grad(x_prev, x, x_next, has_prev, has_next, RowConst)   dE/dx_i
+// The Gaussian ½(x−μ)ᵀP(x−μ) needs the whole row and a D×D matrix: it is special-cased.
+#pragma once
+#include <ATen/OpMathType.h>
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "philox.h"
+
+namespace ebm {
+
+enum class Model : int { Gaussian = 0, DoubleWell, Harmonic, Rosenbrock, Rastrigin, Ackley };
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kE = 2.71828182845904523536;
+
+// A model as chosen at run time: its kind and up to three scalar parameters.
+struct ModelSpec {
+  Model kind;
+  double p[3];
+};
+
+template <typename A>
+struct RowConst {
+  A c0, c1;
+};
+
+// ½k·Σxᵢ²
+template <typename A>
+struct Harmonic {
+  A k;
+  static constexpr bool kStats = false;
+  C10_HOST_DEVICE void stats(A, A&, A&) const {}
+  C10_HOST_DEVICE A term(A x, A, bool) const { return A(0.5) * k * x * x; }
+  C10_HOST_DEVICE A finish(A sum, A, A, int64_t) const { return sum; }
+  C10_HOST_DEVICE RowConst<A> prepare(A, A, int64_t) const { return {A(0), A(0)}; }
+  C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A>) const { return k * x; }
+};
+
+// h·Σ(xᵢ²−b²)²
+template <typename A>
+struct DoubleWell {
+  A h, b;
+  static constexpr bool kStats = false;
+  C10_HOST_DEVICE void stats(A, A&, A&) const {}
+  C10_HOST_DEVICE A term(A x, A, bool) const {
+    const A u = x * x - b * b;
+    return h * u * u;
+  }
+  C10_HOST_DEVICE A finish(A sum, A, A, int64_t) const { return sum; }
+  C10_HOST_DEVICE RowConst<A> prepare(A, A, int64_t) const { return {A(0), A(0)}; }
+  C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A>) const { return A(4) * h * x * (x * x - b * b); }
+};
+
+// Σᵢ<D−1 [b(xᵢ₊₁−xᵢ²)² + (a−xᵢ)²]
+template <typename A>
+struct Rosenbrock {
+  A a, b;
+  static constexpr bool kStats = false;
+  C10_HOST_DEVICE void stats(A, A&, A&) const {}
+  C10_HOST_DEVICE A term(A x, A x_next, bool has_next) const {
+    if (!has_next) return A(0);
+    const A u = x_next - x * x, v = a - x;
+    return b * u * u + v * v;
+  }
+  C10_HOST_DEVICE A finish(A sum, A, A, int64_t) const { return sum; }
+  C10_HOST_DEVICE RowConst<A> prepare(A, A, int64_t) const { return {A(0), A(0)}; }
+  C10_HOST_DEVICE A grad(A x_prev, A x, A x_next, bool has_prev, bool has_next, RowConst<A>) const {
+    A g = A(0);
+    if (has_next) g += A(-4) * b * x * (x_next - x * x) - A(2) * (a - x);
+    if (has_prev) g += A(2) * b * (x - x_prev * x_prev);
+    return g;
+  }
+};
+
+// aD + Σ[xᵢ² − a·cos 2πxᵢ]
+template <typename A>
+struct Rastrigin {
+  A a;
+  static constexpr bool kStats = false;
+  C10_HOST_DEVICE void stats(A, A&, A&) const {}
+  C10_HOST_DEVICE A term(A x, A, bool) const {
+    using std::cos;
+    return x * x - a * cos(A(2 * kPi) * x);
+  }
+  C10_HOST_DEVICE A finish(A sum, A, A, int64_t D) const { return sum + a * static_cast<A>(D); }
+  C10_HOST_DEVICE RowConst<A> prepare(A, A, int64_t) const { return {A(0), A(0)}; }
+  C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A>) const {
+    using std::sin;
+    return A(2) * x + A(2 * kPi) * a * sin(A(2 * kPi) * x);
+  }
+};
+
+// −a·exp(−b·√(Σxᵢ²/D)) − exp(Σcos(c·xᵢ)/D) + a + e. At x = 0 the first term has no
+// gradient (√ at 0); we use 0 there, the subgradient at the minimum.
+template <typename A>
+struct Ackley {
+  A a, b, c;
+  static constexpr bool kStats = true;
+  C10_HOST_DEVICE void stats(A x, A& s0, A& s1) const {
+    using std::cos;
+    s0 += x * x;
+    s1 += cos(c * x);
+  }
+  C10_HOST_DEVICE A term(A, A, bool) const { return A(0); }
+  C10_HOST_DEVICE A finish(A, A s0, A s1, int64_t D) const {
+    using std::exp;
+    using std::sqrt;
+    const A n = static_cast<A>(D);
+    return -a * exp(-b * sqrt(s0 / n)) - exp(s1 / n) + a + A(kE);
+  }
+  C10_HOST_DEVICE RowConst<A> prepare(A s0, A s1, int64_t D) const {
+    using std::exp;
+    using std::sqrt;
+    const A n = static_cast<A>(D);
+    const A r = sqrt(s0 / n);
+    return {r > A(0) ? a * b * exp(-b * r) / (n * r) : A(0), exp(s1 / n) * c / n};
+  }
+  C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A> rc) const {
+    using std::sin;
+    return rc.c0 * x + rc.c1 * sin(c * x);
+  }
+};
+
+// Calls f(model) with the functor of `kind` built from params (the checked, padded
+// scalar parameters). Not for Model::Gaussian.
+template <typename A, typename F>
+void with_local_model(Model kind, const double* p, F&& f) {
+  switch (kind) {
+    case Model::DoubleWell: f(DoubleWell<A>{A(p[0]), A(p[1])}); break;
+    case Model::Harmonic: f(Harmonic<A>{A(p[0])}); break;
+    case Model::Rosenbrock: f(Rosenbrock<A>{A(p[0]), A(p[1])}); break;
+    case Model::Rastrigin: f(Rastrigin<A>{A(p[0])}); break;
+    case Model::Ackley: f(Ackley<A>{A(p[0]), A(p[1]), A(p[2])}); break;
+    default: break;
+  }
+}
+
+// x − η·grad + τ·ε (τ = noise_scale·√(2η)), then clamped to [lo, hi] when asked.
+// Written as x + a·g + τ·ε so the same update serves a gradient (a = −η) and a
+// score (a = +η).
+template <typename A>
+struct LangevinUpdate {
+  A a, tau, lo, hi;
+  bool clamp;
+  C10_HOST_DEVICE A operator()(A x, A g, A noise) const {
+    A y = x + a * g + tau * noise;
+    if (clamp) y = y < lo ? lo : (y > hi ? hi : y);
+    return y;
+  }
+};
+
+// Element k (0..3) of four normals.
+C10_HOST_DEVICE inline float lane(const jk::Float4& z, int k) {
+  return k == 0 ? z.x : (k == 1 ? z.y : (k == 2 ? z.z : z.w));
+}
+
+}  // namespace ebm

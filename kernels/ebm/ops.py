@@ -1,0 +1,306 @@
+"""Energy-based models: closed-form energies and scores, Langevin and HMC samplers.
+
+x is a batch of rows, shape (B, D); the score is −∇ₓE. Energies return (B,), scores
+(B, D). Models: gaussian(mean, precision) = ½(x−μ)ᵀP(x−μ), double_well(barrier_height, b)
+= h·Σ(xᵢ²−b²)², harmonic(k) = ½k·Σxᵢ², rosenbrock(a, b) (D ≥ 2), rastrigin(a), ackley(a, b, c).
+
+dtypes: energies, scores and langevin_step take float32, float64, float16 and bfloat16
+(half types accumulate in float32); the chains (compute-bound) take float32 and float64.
+Random numbers come from PyTorch's generator (Philox), so torch.manual_seed reproduces
+a run on the same device, and CUDA graphs can capture the ops. No op syncs with the host.
+"""
+import math
+from numbers import Real
+
+import torch
+
+NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+_ops = getattr(torch.ops, NAMESPACE)
+
+__all__ = [
+    "gaussian_energy", "gaussian_score", "double_well_energy", "double_well_score",
+    "harmonic_energy", "harmonic_score", "rosenbrock_energy", "rosenbrock_score",
+    "rastrigin_energy", "rastrigin_score", "ackley_energy", "ackley_score",
+    "energy", "score", "langevin_step", "langevin_step_", "langevin_chain", "hmc_chain", "MODELS",
+]
+
+# Scalar parameters of each model, in schema order, with their defaults.
+MODELS = {
+    "gaussian": {},  # mean (D,) and precision (D, D) tensors instead
+    "double_well": {"barrier_height": 2.0, "b": 1.0},
+    "harmonic": {"k": 1.0},
+    "rosenbrock": {"a": 1.0, "b": 100.0},
+    "rastrigin": {"a": 10.0},
+    "ackley": {"a": 20.0, "b": 0.2, "c": 2 * math.pi},
+}
+
+
+# ---------------------------------------------------------------- energies and scores
+
+def gaussian_energy(x: torch.Tensor, mean: torch.Tensor, precision: torch.Tensor) -> torch.Tensor:
+    """½(x−μ)ᵀP(x−μ) per row: x (B, D), mean (D,), precision (D, D) -> (B,).
+
+    Only ½(P + Pᵀ) matters, so P need not be symmetric. Any D: rows up to D = 64 are done in
+    one pass over x, wider ones through a matrix product. Differentiable in x, mean, precision.
+    dtypes: float32, float64, float16, bfloat16 (float32 accumulation); all three tensors alike.
+    """
+    return _ops.gaussian_energy(x, mean, precision)
+
+
+def gaussian_score(x: torch.Tensor, mean: torch.Tensor, precision: torch.Tensor) -> torch.Tensor:
+    """−½(P + Pᵀ)(x − μ) per row: (B, D). Not differentiable. dtypes as gaussian_energy."""
+    return _ops.gaussian_score(x, mean, precision)
+
+
+def double_well_energy(x: torch.Tensor, barrier_height: float = 2.0, b: float = 1.0) -> torch.Tensor:
+    """h·Σᵢ(xᵢ² − b²)² per row -> (B,). Differentiable in x. dtypes: float32/64, float16, bfloat16."""
+    return _ops.double_well_energy(x, barrier_height, b)
+
+
+def double_well_score(x: torch.Tensor, barrier_height: float = 2.0, b: float = 1.0) -> torch.Tensor:
+    """−4h·x(x² − b²) -> (B, D). Not differentiable. dtypes: float32/64, float16, bfloat16."""
+    return _ops.double_well_score(x, barrier_height, b)
+
+
+def harmonic_energy(x: torch.Tensor, k: float = 1.0) -> torch.Tensor:
+    """½k·Σᵢxᵢ² per row -> (B,). Differentiable in x. dtypes: float32/64, float16, bfloat16."""
+    return _ops.harmonic_energy(x, k)
+
+
+def harmonic_score(x: torch.Tensor, k: float = 1.0) -> torch.Tensor:
+    """−k·x -> (B, D). Not differentiable. dtypes: float32/64, float16, bfloat16."""
+    return _ops.harmonic_score(x, k)
+
+
+def rosenbrock_energy(x: torch.Tensor, a: float = 1.0, b: float = 100.0) -> torch.Tensor:
+    """Σᵢ<D−1 [b(xᵢ₊₁ − xᵢ²)² + (a − xᵢ)²] per row, D ≥ 2 -> (B,). Differentiable in x.
+    dtypes: float32/64, float16, bfloat16."""
+    return _ops.rosenbrock_energy(x, a, b)
+
+
+def rosenbrock_score(x: torch.Tensor, a: float = 1.0, b: float = 100.0) -> torch.Tensor:
+    """−∇ of rosenbrock_energy -> (B, D). Not differentiable. dtypes: float32/64, float16, bfloat16."""
+    return _ops.rosenbrock_score(x, a, b)
+
+
+def rastrigin_energy(x: torch.Tensor, a: float = 10.0) -> torch.Tensor:
+    """aD + Σᵢ[xᵢ² − a·cos 2πxᵢ] per row -> (B,). Differentiable in x. dtypes: float32/64, float16, bfloat16."""
+    return _ops.rastrigin_energy(x, a)
+
+
+def rastrigin_score(x: torch.Tensor, a: float = 10.0) -> torch.Tensor:
+    """−(2x + 2πa·sin 2πx) -> (B, D). Not differentiable. dtypes: float32/64, float16, bfloat16."""
+    return _ops.rastrigin_score(x, a)
+
+
+def ackley_energy(x: torch.Tensor, a: float = 20.0, b: float = 0.2, c: float = 2 * math.pi) -> torch.Tensor:
+    """−a·exp(−b·√(mean x²)) − exp(mean cos(c·x)) + a + e per row -> (B,). Differentiable in x.
+    dtypes: float32/64, float16, bfloat16."""
+    return _ops.ackley_energy(x, a, b, c)
+
+
+def ackley_score(x: torch.Tensor, a: float = 20.0, b: float = 0.2, c: float = 2 * math.pi) -> torch.Tensor:
+    """−∇ of ackley_energy -> (B, D); at a row x = 0 the √ term contributes 0. Not differentiable.
+    dtypes: float32/64, float16, bfloat16."""
+    return _ops.ackley_score(x, a, b, c)
+
+
+def _model_args(model: str, params: dict):
+    """(mean, precision, [scalar params in schema order]) for a model name and keyword parameters."""
+    if model == "gaussian":
+        unknown = set(params) - {"mean", "precision"}
+        if unknown:
+            raise TypeError(f"model 'gaussian' takes mean= and precision=, not {sorted(unknown)}")
+        return params.get("mean"), params.get("precision"), []
+    if model not in MODELS:
+        return None, None, []  # the op names the known models
+    unknown = set(params) - set(MODELS[model])
+    if unknown:
+        raise TypeError(f"model {model!r} takes {sorted(MODELS[model])}, not {sorted(unknown)}")
+    return None, None, [float(params.get(name, default)) for name, default in MODELS[model].items()]
+
+
+def energy(x: torch.Tensor, model: str, **params) -> torch.Tensor:
+    """The energy of the named model (see MODELS), e.g. energy(x, "double_well", barrier_height=1.0)."""
+    mean, precision, args = _model_args(model, params)
+    if model == "gaussian":
+        return gaussian_energy(x, mean, precision)
+    return getattr(_ops, f"{model}_energy")(x, *args)
+
+
+def score(x: torch.Tensor, model: str, **params) -> torch.Tensor:
+    """The score −∇E of the named model (see MODELS)."""
+    mean, precision, args = _model_args(model, params)
+    if model == "gaussian":
+        return gaussian_score(x, mean, precision)
+    return getattr(_ops, f"{model}_score")(x, *args)
+
+
+_LOCAL = ["double_well", "harmonic", "rosenbrock", "rastrigin", "ackley"]
+
+for _name in ["gaussian"] + _LOCAL:
+    @torch.library.register_fake(f"{NAMESPACE}::{_name}_energy")
+    def _energy_fake(x, *args):
+        return x.new_empty(x.shape[:1])
+
+    @torch.library.register_fake(f"{NAMESPACE}::{_name}_score")
+    def _score_fake(x, *args):
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _local_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+    ctx.params = inputs[1:]
+
+
+def _make_local_backward(name):
+    score_op = getattr(_ops, f"{name}_score")
+
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        grad_x = score_op(x, *ctx.params).neg_().mul_(grad[:, None]) if ctx.needs_input_grad[0] else None
+        return (grad_x,) + (None,) * len(ctx.params)
+
+    return backward
+
+
+for _name in _LOCAL:
+    torch.library.register_autograd(f"{NAMESPACE}::{_name}_energy", _make_local_backward(_name),
+                                    setup_context=_local_setup)
+
+
+def _gaussian_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _gaussian_backward(ctx, grad):
+    x, mean, precision = ctx.saved_tensors
+    s = _ops.gaussian_score(x, mean, precision)  # −∂E/∂x = ∂E/∂μ
+    grad_x = -s * grad[:, None] if ctx.needs_input_grad[0] else None
+    grad_mean = (s * grad[:, None]).sum(0) if ctx.needs_input_grad[1] else None
+    grad_precision = None
+    if ctx.needs_input_grad[2]:  # ∂E/∂P = ½(x−μ)(x−μ)ᵀ
+        d = x - mean
+        grad_precision = 0.5 * (d * grad[:, None]).T @ d
+    return grad_x, grad_mean, grad_precision
+
+
+torch.library.register_autograd(f"{NAMESPACE}::gaussian_energy", _gaussian_backward, setup_context=_gaussian_setup)
+
+
+# ---------------------------------------------------------------- Langevin step
+
+def _clamp_bounds(clamp):
+    if clamp is None:
+        return None, None
+    if isinstance(clamp, Real):
+        if clamp < 0:
+            raise ValueError(f"clamp must be >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, got {clamp}")
+        return -float(clamp), float(clamp)
+    lo, hi = clamp
+    return (None if lo is None else float(lo)), (None if hi is None else float(hi))
+
+
+def langevin_step(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_scale: float = 1.0,
+                  clamp=None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One Langevin step: x − η·grad + noise_scale·√(2η)·ε, ε ~ N(0, I) drawn in the kernel.
+
+    grad is ∇E (e.g. from autograd of a network's energy), same shape/dtype/device as x (any shape).
+    clamp: None, c (clamp to [−c, c]) or (min, max) (either may be None). Differentiable in x and
+    grad (the noise is a constant). dtypes: float32, float64, float16, bfloat16 (float32 math).
+    """
+    lo, hi = _clamp_bounds(clamp)
+    return _ops.langevin_step(x, grad, step_size, noise_scale, lo, hi, generator)
+
+
+def langevin_step_(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_scale: float = 1.0,
+                   clamp=None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """In-place langevin_step: updates and returns x. Not differentiable."""
+    lo, hi = _clamp_bounds(clamp)
+    return _ops.langevin_step_(x, grad, step_size, noise_scale, lo, hi, generator)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::langevin_step")
+def _langevin_step_fake(x, grad, step_size, noise_scale=1.0, clamp_min=None, clamp_max=None, generator=None):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake(f"{NAMESPACE}::langevin_step_")
+def _langevin_step_inplace_fake(x, grad, step_size, noise_scale=1.0, clamp_min=None, clamp_max=None,
+                                generator=None):
+    return x
+
+
+def _langevin_step_setup(ctx, inputs, output):
+    ctx.step_size = inputs[2]
+    ctx.bounds = inputs[4], inputs[5]
+    ctx.save_for_backward(output if inputs[4] is not None or inputs[5] is not None else None)
+
+
+def _langevin_step_backward(ctx, grad):
+    (out,) = ctx.saved_tensors
+    if out is not None:  # no gradient where the output was clamped
+        lo, hi = ctx.bounds
+        inside = torch.ones_like(out, dtype=torch.bool)
+        if lo is not None:
+            inside &= out > lo
+        if hi is not None:
+            inside &= out < hi
+        grad = grad * inside
+    return grad, -ctx.step_size * grad, None, None, None, None, None
+
+
+torch.library.register_autograd(f"{NAMESPACE}::langevin_step", _langevin_step_backward,
+                                setup_context=_langevin_step_setup)
+
+
+# ---------------------------------------------------------------- chains
+
+def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, noise_scale: float = 1.0, *,
+                   thin: int = 0, clamp=None, generator: torch.Generator | None = None, **params):
+    """Run n_steps of unadjusted Langevin, x ← x + η·score(x) + noise_scale·√(2η)·ε, on every row.
+
+    model: a name in MODELS with its parameters as keywords, e.g.
+        langevin_chain(x, "gaussian", 100, 0.01, mean=mu, precision=P)
+        langevin_chain(x, "double_well", 1000, 0.01, barrier_height=1.0)
+    The whole chain runs in one kernel launch for D <= 64 on CUDA (state in registers); wider
+    rows take one score kernel (a matrix product for the Gaussian) plus one fused update per step.
+    Never syncs with the host. thin > 0 also returns the trajectory, x after every thin-th step:
+    (n_steps // thin, B, D). Returns x, or (x, trajectory) when thin > 0. clamp as in
+    langevin_step. dtypes: float32, float64. Not differentiable.
+    """
+    mean, precision, args = _model_args(model, params)
+    lo, hi = _clamp_bounds(clamp)
+    out, traj = _ops.langevin_chain(x, model, mean, precision, args, n_steps, step_size, noise_scale, thin, lo, hi,
+                                    generator)
+    return (out, traj) if thin > 0 else out
+
+
+def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_leapfrog: int = 10, *,
+              thin: int = 0, generator: torch.Generator | None = None, **params):
+    """Run n_steps of Hamiltonian Monte Carlo (fresh N(0, I) momentum, n_leapfrog leapfrog steps of
+    size step_size, Metropolis accept/reject) on every row. model and params as in langevin_chain.
+
+    Returns (x, accept_rate) with accept_rate (B,) the fraction of accepted proposals per chain,
+    or (x, accept_rate, trajectory) when thin > 0. One launch for D <= 32 on CUDA.
+    dtypes: float32, float64. Not differentiable.
+    """
+    mean, precision, args = _model_args(model, params)
+    out, acc, traj = _ops.hmc_chain(x, model, mean, precision, args, n_steps, step_size, n_leapfrog, thin, generator)
+    return (out, acc, traj) if thin > 0 else (out, acc)
+
+
+def _n_saved(n_steps, thin):
+    return n_steps // thin if thin > 0 else 0
+
+
+@torch.library.register_fake(f"{NAMESPACE}::langevin_chain")
+def _langevin_chain_fake(x, model, mean, precision, params, n_steps, step_size, noise_scale=1.0, thin=0,
+                         clamp_min=None, clamp_max=None, generator=None):
+    return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty((_n_saved(n_steps, thin), *x.shape))
+
+
+@torch.library.register_fake(f"{NAMESPACE}::hmc_chain")
+def _hmc_chain_fake(x, model, mean, precision, params, n_steps, step_size, n_leapfrog, thin=0, generator=None):
+    return (torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(x.shape[:1]),
+            x.new_empty((_n_saved(n_steps, thin), *x.shape)))

@@ -1,0 +1,431 @@
+"""Family `ebm`: energies and scores against reference.py, samplers tested statistically.
+
+Statistical tolerances are 5 standard errors of the estimate (a chance failure is ~1e-6 per
+check), and every statistical test is built so that the known bugs (wrong sign of the score,
+noise scale inside the square root, one normal reused across dimensions) move the estimate by
+many more standard errors than that.
+"""
+import math
+
+import pytest
+import torch
+from conftest import DEVICES, TOLERANCES, needs_cuda
+
+import loader
+
+ebm = loader.load("ebm")
+ref = ebm.reference
+
+LOCAL = ["double_well", "harmonic", "rosenbrock", "rastrigin", "ackley"]
+PARAMS = {
+    "double_well": dict(barrier_height=1.5, b=0.8),
+    "harmonic": dict(k=2.0),
+    "rosenbrock": dict(a=1.0, b=10.0),
+    "rastrigin": dict(a=5.0),
+    "ackley": dict(a=20.0, b=0.2, c=2 * math.pi),
+}
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def spd(D, dtype=torch.float64, device="cpu", symmetric=False):
+    """A well-conditioned precision matrix (optionally not symmetric: only ½(P + Pᵀ) matters)."""
+    a = torch.randn(D, D, dtype=torch.float64)
+    p = a @ a.T / D + torch.eye(D, dtype=torch.float64)
+    if not symmetric:
+        p = p + 0.1 * torch.randn(D, D, dtype=torch.float64)
+    return p.to(device, dtype)
+
+
+def assert_close_scaled(out, expected, dtype):
+    """Compare in float64 with the dtype's tolerance, absolute part scaled by the output's size."""
+    rtol = TOLERANCES[dtype][1] * (4 if dtype in (torch.float16, torch.bfloat16) else 10)
+    scale = expected.abs().max().item() + 1.0
+    torch.testing.assert_close(out.double(), expected.double(), rtol=rtol, atol=rtol * scale)
+
+
+# ---------------------------------------------------------------- energies and scores
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("D", [2, 16, 37, 100])
+@pytest.mark.parametrize("model", LOCAL)
+def test_local_energy_and_score(device, dtype, D, model):
+    x = torch.randn(67, D, device=device).to(dtype)
+    params = PARAMS[model]
+    x64 = x.double()
+    e = ebm.energy(x, model, **params)
+    s = ebm.score(x, model, **params)
+    assert e.shape == (67,) and e.dtype == dtype and s.shape == x.shape and s.dtype == dtype
+    assert_close_scaled(e, ref.ENERGIES[model](x64, **params), dtype)
+    assert_close_scaled(s, ref.autograd_score(ref.ENERGIES[model], x64, **params), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("D", [1, 3, 16, 37, 64, 100])
+def test_gaussian_energy_and_score(device, dtype, D):
+    x = torch.randn(67, D, device=device).to(dtype)
+    mean = torch.randn(D, device=device).to(dtype)
+    precision = spd(D, dtype, device)
+    e = ebm.gaussian_energy(x, mean, precision)
+    s = ebm.gaussian_score(x, mean, precision)
+    args64 = (mean.double(), precision.double())
+    assert_close_scaled(e, ref.gaussian_energy(x.double(), *args64), dtype)
+    assert_close_scaled(s, ref.autograd_score(ref.gaussian_energy, x.double(), *args64), dtype)
+
+
+def test_reference_closed_forms_match_autograd():
+    x = torch.randn(20, 9, dtype=torch.float64)
+    for model in LOCAL:
+        torch.testing.assert_close(ref.SCORES[model](x, **PARAMS[model]),
+                                   ref.autograd_score(ref.ENERGIES[model], x, **PARAMS[model]))
+    mean, precision = torch.randn(9, dtype=torch.float64), spd(9)
+    torch.testing.assert_close(ref.gaussian_score(x, mean, precision),
+                               ref.autograd_score(ref.gaussian_energy, x, mean, precision))
+
+
+def test_strided_inputs_and_empty_batch(device):
+    x = torch.randn(40, 24, device=device)[:, ::2]  # not contiguous
+    torch.testing.assert_close(ebm.rosenbrock_score(x), ref.rosenbrock_score(x), rtol=1e-5, atol=1e-4)
+    mean, precision = torch.randn(12, device=device), spd(12, torch.float32, device)
+    torch.testing.assert_close(ebm.gaussian_energy(x, mean, precision), ref.gaussian_energy(x, mean, precision),
+                               rtol=1e-5, atol=1e-4)
+    empty = torch.empty(0, 5, device=device)
+    assert ebm.harmonic_energy(empty).shape == (0,)
+    assert ebm.gaussian_score(empty, mean[:5], precision[:5, :5]).shape == (0, 5)
+
+
+@pytest.mark.parametrize("model", LOCAL)
+def test_energy_gradcheck(device, model):
+    x = torch.randn(5, 6, dtype=torch.float64, device=device, requires_grad=True)
+    params = PARAMS[model]
+    assert torch.autograd.gradcheck(lambda y: ebm.energy(y, model, **params), (x,))
+
+
+@pytest.mark.parametrize("D", [5, 70])
+def test_gaussian_energy_gradcheck(device, D):
+    x = torch.randn(4, D, dtype=torch.float64, device=device, requires_grad=True)
+    mean = torch.randn(D, dtype=torch.float64, device=device, requires_grad=True)
+    precision = spd(D, torch.float64, device).requires_grad_(True)
+    assert torch.autograd.gradcheck(ebm.gaussian_energy, (x, mean, precision))
+
+
+def test_opcheck(device):
+    ops = ebm.ops
+    x = torch.randn(8, 5, device=device)
+    xg = x.clone().requires_grad_(True)
+    mean, precision = torch.randn(5, device=device), spd(5, torch.float32, device)
+    torch.library.opcheck(ops.gaussian_energy, (xg, mean, precision))
+    torch.library.opcheck(ops.gaussian_score, (x, mean, precision))
+    for model in LOCAL:
+        args = tuple(PARAMS[model].values())
+        torch.library.opcheck(getattr(ops, f"{model}_energy"), (xg, *args))
+        torch.library.opcheck(getattr(ops, f"{model}_score"), (x, *args))
+    g = torch.randn_like(x)
+    gen = lambda: torch.Generator(device).manual_seed(3)  # noqa: E731  (opcheck compares repeated calls)
+    torch.library.opcheck(ops.langevin_step, (xg, g.clone().requires_grad_(True), 0.1, 0.5, -1.0, 1.0),
+                          {"generator": gen()}, test_utils=("test_schema", "test_faketensor",
+                                                            "test_autograd_registration"))
+    torch.library.opcheck(ops.langevin_step_, (x.clone(), g, 0.1, 0.5, None, None),
+                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(ops.langevin_chain, (x, "gaussian", mean, precision, [], 3, 0.1, 1.0, 1),
+                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(ops.hmc_chain, (x, "harmonic", None, None, [2.0], 3, 0.1, 2, 1),
+                          test_utils=("test_schema", "test_faketensor"))
+    # The deterministic ops also go through the full opcheck (incl. aot_dispatch), noise off.
+    torch.library.opcheck(ops.langevin_step, (x, g, 0.1, 0.0, None, None))
+
+
+def test_torch_compile_fullgraph():
+    mean, precision = torch.randn(4), spd(4, torch.float32)
+
+    def f(x):
+        g = -ebm.gaussian_score(x, mean, precision)
+        y = ebm.langevin_step(x, g, 0.05, 0.0, clamp=3.0)
+        return y, ebm.gaussian_energy(y, mean, precision) + ebm.rastrigin_energy(y)
+
+    x = torch.randn(16, 4)
+    compiled = torch.compile(f, fullgraph=True)
+    for a, b in zip(compiled(x), f(x)):
+        torch.testing.assert_close(a, b)
+
+
+# ---------------------------------------------------------------- langevin_step
+
+def test_langevin_step_deterministic_part(device):
+    x, g = torch.randn(100, 7, device=device), torch.randn(100, 7, device=device)
+    torch.testing.assert_close(ebm.langevin_step(x, g, 0.1, 0.0), x - 0.1 * g)
+    y = ebm.langevin_step(x, g, 0.1, 1.0, clamp=(-0.5, 0.25))
+    assert y.min() >= -0.5 and y.max() <= 0.25
+    y = ebm.langevin_step(x * 10, g, 0.1, clamp=1.0)
+    assert y.abs().max() <= 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_langevin_step_noise_is_standard_normal(device, dtype):
+    n, step, scale = 200_000, 0.02, 0.3
+    x = torch.randn(n // 8, 8, device=device).to(dtype)
+    g = torch.randn(n // 8, 8, device=device).to(dtype)
+    y = ebm.langevin_step(x, g, step, scale)
+    z = ((y.double() - (x.double() - step * g.double())) / (scale * math.sqrt(2 * step)))
+    rounding = 0.0 if dtype in (torch.float32, torch.float64) else 0.02 / (scale * math.sqrt(2 * step))
+    assert abs(z.mean().item()) < 5 / math.sqrt(n) + rounding
+    assert abs(z.std().item() - 1) < 5 / math.sqrt(2 * n) + rounding
+    # fourth moment of a normal is 3 (a uniform or a constant would not pass)
+    if dtype in (torch.float32, torch.float64):
+        assert abs((z ** 4).mean().item() - 3) < 5 * math.sqrt(96 / n)
+    # every element gets its own normal: neighbours and rows are uncorrelated
+    corr = torch.corrcoef(torch.stack([z[:, 0], z[:, 1], z[:, 5]]))
+    assert corr[0, 1].abs() < 5 / math.sqrt(n / 8) and corr[0, 2].abs() < 5 / math.sqrt(n / 8)
+
+
+def test_langevin_step_seeds_and_inplace(device):
+    x, g = torch.randn(33, 5, device=device), torch.randn(33, 5, device=device)
+    torch.manual_seed(7)
+    a = ebm.langevin_step(x, g, 0.1)
+    b = ebm.langevin_step(x, g, 0.1)
+    torch.manual_seed(7)
+    c = ebm.langevin_step(x, g, 0.1)
+    assert torch.equal(a, c) and not torch.equal(a, b)
+    torch.manual_seed(7)
+    y = x.clone()
+    assert ebm.langevin_step_(y, g, 0.1) is y
+    assert torch.equal(y, a)
+    gen = torch.Generator(device).manual_seed(1)
+    d = ebm.langevin_step(x, g, 0.1, generator=gen)
+    gen.manual_seed(1)
+    assert torch.equal(d, ebm.langevin_step(x, g, 0.1, generator=gen))
+    strided = torch.randn(5, 66, device=device).T  # in place on a non-contiguous tensor
+    before = strided.clone()
+    ebm.langevin_step_(strided, torch.zeros_like(strided), 0.1, 0.0)
+    assert torch.equal(strided, before)
+
+
+def test_langevin_step_gradcheck(device):
+    x = torch.randn(4, 3, dtype=torch.float64, device=device, requires_grad=True)
+    g = torch.randn(4, 3, dtype=torch.float64, device=device, requires_grad=True)
+
+    def f(x, g):  # a fixed generator makes the noise a constant
+        return ebm.langevin_step(x, g, 0.1, 1.0, generator=torch.Generator(device).manual_seed(0))
+
+    assert torch.autograd.gradcheck(f, (x, g))
+
+
+# ---------------------------------------------------------------- chains
+
+def ula_covariance(precision, step, noise_scale):
+    """Exact stationary covariance of unadjusted Langevin on a Gaussian: σ²·(P(I − ηP/2))⁻¹."""
+    eye = torch.eye(precision.shape[0], dtype=torch.float64)
+    return noise_scale ** 2 * torch.linalg.inv(precision @ (eye - 0.5 * step * precision))
+
+
+def assert_gaussian_samples(x, mean, cov):
+    """Sample mean and covariance of rows x within 5 standard errors of (mean, cov)."""
+    x = x.double().cpu()
+    n = x.shape[0]
+    var = torch.diagonal(cov)
+    assert ((x.mean(0) - mean).abs() < 5 * torch.sqrt(var / n)).all(), (x.mean(0), mean)
+    se = torch.sqrt((var[:, None] * var[None, :] + cov ** 2) / n)
+    assert ((torch.cov(x.T) - cov).abs() < 5 * se).all(), (torch.cov(x.T), cov)
+
+
+@pytest.mark.parametrize("D", [3, 16, 37, 100])
+@pytest.mark.parametrize("model", ["gaussian"] + LOCAL)
+def test_langevin_chain_without_noise_is_gradient_descent(device, model, D):
+    # Checks the score each chain kernel uses, every width tier and the wide-row path.
+    x = 0.5 * torch.randn(16, D, dtype=torch.float64, device=device)
+    step, n_steps = (0.002 if model in ("rosenbrock", "rastrigin") else 0.02), 20
+    if model == "gaussian":
+        params = dict(mean=torch.randn(D, dtype=torch.float64, device=device), precision=spd(D, torch.float64, device))
+        score = lambda y: ref.gaussian_score(y, **params)  # noqa: E731
+    else:
+        params = PARAMS[model]
+        score = lambda y: ref.SCORES[model](y, **params)  # noqa: E731
+    out, traj = ebm.langevin_chain(x, model, n_steps, step, 0.0, thin=5, **params)
+    expected = x
+    for _ in range(n_steps):
+        expected = expected + step * score(expected)
+    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-9)
+    assert traj.shape == (4, 16, D) and torch.equal(traj[-1], out)
+    out32 = ebm.langevin_chain(x.float(), model, n_steps, step, 0.0,
+                               **{k: (v.float() if torch.is_tensor(v) else v) for k, v in params.items()})
+    torch.testing.assert_close(out32.double(), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("D", [3, 20])
+def test_langevin_chain_gaussian_statistics(device, D):
+    torch.manual_seed(1)
+    B = 8192 if D == 3 else 2048
+    mean = torch.randn(D, dtype=torch.float64)
+    precision = spd(D, symmetric=True)
+    step, noise_scale, n_steps = 0.05, 0.7, 300
+    x0 = 2 * torch.randn(B, D, device=device)
+    out = ebm.langevin_chain(x0, "gaussian", n_steps, step, noise_scale, mean=mean.float().to(device),
+                             precision=precision.float().to(device))
+    # noise_scale inside the square root would give 0.7 instead of 0.49 times the covariance
+    assert_gaussian_samples(out, mean, ula_covariance(precision, step, noise_scale))
+
+
+def test_langevin_chain_double_well_visits_both_modes(device):
+    torch.manual_seed(2)
+    B = 4096
+    x0 = torch.ones(B, 1, device=device)  # every chain starts in the right-hand well
+    out = ebm.langevin_chain(x0, "double_well", 2000, 0.02, barrier_height=0.5, b=1.0).double().cpu()
+    assert abs((out > 0).double().mean().item() - 0.5) < 5 * 0.5 / math.sqrt(B)
+    grid = torch.linspace(-4, 4, 20001, dtype=torch.float64)
+    density = torch.exp(-0.5 * (grid ** 2 - 1) ** 2)
+    mean_abs = torch.trapezoid(grid.abs() * density, grid) / torch.trapezoid(density, grid)
+    assert abs(out.abs().mean().item() - mean_abs.item()) < 0.05
+
+
+def test_chain_seeds_reproduce(device):
+    x = torch.randn(64, 6, device=device)
+    kw = dict(mean=torch.zeros(6, device=device), precision=torch.eye(6, device=device))
+    torch.manual_seed(5)
+    a = ebm.langevin_chain(x, "gaussian", 10, 0.1, **kw)
+    b = ebm.langevin_chain(x, "gaussian", 10, 0.1, **kw)
+    torch.manual_seed(5)
+    assert torch.equal(a, ebm.langevin_chain(x, "gaussian", 10, 0.1, **kw)) and not torch.equal(a, b)
+    torch.manual_seed(5)
+    h = ebm.hmc_chain(x, "rastrigin", 5, 0.05, 3)
+    torch.manual_seed(5)
+    assert all(torch.equal(u, v) for u, v in zip(h, ebm.hmc_chain(x, "rastrigin", 5, 0.05, 3)))
+    gen = torch.Generator(device).manual_seed(9)
+    c = ebm.langevin_chain(x, "harmonic", 10, 0.1, generator=gen, k=2.0)
+    gen.manual_seed(9)
+    assert torch.equal(c, ebm.langevin_chain(x, "harmonic", 10, 0.1, generator=gen, k=2.0))
+
+
+def test_langevin_chain_clamp_and_zero_steps(device):
+    x = torch.randn(50, 4, device=device)
+    out = ebm.langevin_chain(x, "harmonic", 20, 0.1, clamp=0.5, k=0.1)
+    assert out.abs().max() <= 0.5
+    assert torch.equal(ebm.langevin_chain(x, "harmonic", 0, 0.1), x)
+    out, traj = ebm.langevin_chain(x, "harmonic", 3, 0.1, thin=5)
+    assert traj.shape == (0, 50, 4)
+
+
+@pytest.mark.parametrize("D", [3, 40])
+def test_hmc_gaussian(device, D):
+    torch.manual_seed(3)
+    B = 4096 if D == 3 else 1024
+    mean = torch.randn(D, dtype=torch.float64)
+    precision = spd(D, symmetric=True)
+    x0 = torch.randn(B, D, device=device)
+    out, accept, traj = ebm.hmc_chain(x0, "gaussian", 100 if D == 3 else 40, 0.1, 10, thin=10,
+                                      mean=mean.float().to(device), precision=precision.float().to(device))
+    assert accept.shape == (B,) and 0.6 < accept.mean().item() <= 1.0
+    assert torch.equal(traj[-1], out)
+    assert_gaussian_samples(out, mean, torch.linalg.inv(precision))  # HMC is exact: no step-size bias
+
+
+def test_hmc_double_well_and_every_model(device):
+    torch.manual_seed(4)
+    B = 4096
+    out, accept = ebm.hmc_chain(torch.ones(B, 1, device=device), "double_well", 200, 0.3, 5, barrier_height=0.5)
+    assert abs((out > 0).double().mean().item() - 0.5) < 5 * 0.5 / math.sqrt(B)
+    assert accept.mean() > 0.5
+    for model in LOCAL:
+        x = 0.3 * torch.randn(256, 3, device=device)
+        out, accept = ebm.hmc_chain(x, model, 20, 0.01, 3, **PARAMS[model])
+        assert torch.isfinite(out).all() and accept.mean() > 0.5, model
+
+
+def test_hmc_wrong_sign_would_be_rejected(device):
+    # Leapfrog energy error is small for a small step: acceptance near 1. A sign error in
+    # the score makes the energy grow and acceptance collapse, so this guards the kernel.
+    x = torch.randn(512, 8, device=device)
+    _, accept = ebm.hmc_chain(x, "harmonic", 30, 0.05, 10, k=4.0)
+    assert accept.mean() > 0.97
+
+
+# ---------------------------------------------------------------- bad input
+
+def bad_inputs(device):
+    x = torch.randn(4, 3, device=device)
+    mean, precision = torch.zeros(3, device=device), torch.eye(3, device=device)
+    return [
+        ("x", lambda: ebm.harmonic_energy(torch.randn(5, device=device))),
+        ("x", lambda: ebm.gaussian_score(torch.randn(2, 3, 3, device=device), mean, precision)),
+        ("x", lambda: ebm.rosenbrock_energy(torch.randn(4, 1, device=device))),
+        ("x", lambda: ebm.double_well_score(torch.ones(4, 3, dtype=torch.int64, device=device))),
+        ("mean", lambda: ebm.gaussian_energy(x, torch.zeros(4, device=device), precision)),
+        ("precision", lambda: ebm.gaussian_energy(x, mean, torch.eye(4, device=device))),
+        ("precision", lambda: ebm.gaussian_score(x, mean, torch.eye(3, dtype=torch.float64, device=device))),
+        ("barrier_height", lambda: ebm.double_well_energy(x, float("nan"))),
+        ("grad", lambda: ebm.langevin_step(x, torch.zeros(4, 4, device=device), 0.1)),
+        ("step_size", lambda: ebm.langevin_step(x, x, float("inf"))),
+        ("step_size", lambda: ebm.langevin_step_(x, x, float("nan"))),
+        ("noise_scale", lambda: ebm.langevin_step(x, x, 0.1, -1.0)),
+        ("clamp", lambda: ebm.langevin_step(x, x, 0.1, clamp=(1.0, -1.0))),
+        ("step_size", lambda: ebm.langevin_chain(x, "harmonic", 10, float("nan"))),
+        ("n_steps", lambda: ebm.langevin_chain(x, "harmonic", -1, 0.1)),
+        ("n_steps", lambda: ebm.hmc_chain(x, "harmonic", -1, 0.1, 3)),
+        ("n_leapfrog", lambda: ebm.hmc_chain(x, "harmonic", 5, 0.1, 0)),
+        ("thin", lambda: ebm.langevin_chain(x, "harmonic", 5, 0.1, thin=-1)),
+        ("model", lambda: ebm.langevin_chain(x, "banana", 5, 0.1)),
+        ("mean", lambda: ebm.langevin_chain(x, "gaussian", 5, 0.1, mean=torch.zeros(2, device=device),
+                                            precision=precision)),
+        ("precision", lambda: ebm.hmc_chain(x, "gaussian", 5, 0.1, 2, mean=mean)),
+        ("x", lambda: ebm.langevin_chain(x.half(), "harmonic", 5, 0.1)),
+        ("x", lambda: ebm.hmc_chain(torch.randn(4, 1, device=device), "rosenbrock", 5, 0.1, 2)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(bad_inputs("cpu"))))
+def test_bad_input_names_the_argument(device, case):
+    name, call = bad_inputs(device)[case]
+    with pytest.raises((RuntimeError, ValueError), match=name):
+        call()
+
+
+def test_unknown_model_parameter():
+    with pytest.raises(TypeError, match="bogus"):
+        ebm.langevin_chain(torch.zeros(2, 2), "harmonic", 1, 0.1, bogus=1.0)
+
+
+@needs_cuda
+def test_mixed_devices_rejected():
+    x = torch.randn(4, 3, device="cuda")
+    with pytest.raises((RuntimeError, ValueError), match="mean"):
+        ebm.gaussian_energy(x, torch.zeros(3), torch.eye(3, device="cuda"))
+
+
+# ---------------------------------------------------------------- CUDA only
+
+@needs_cuda
+def test_cuda_graph_capture_draws_fresh_noise():
+    x = torch.randn(1024, 16, device="cuda")
+    mean, precision = torch.zeros(16, device="cuda"), torch.eye(16, device="cuda")
+    state = x.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up outside the graph
+        ebm.langevin_step_(state, -ebm.gaussian_score(state, mean, precision), 0.01)
+        chain = ebm.langevin_chain(x, "gaussian", 5, 0.01, mean=mean, precision=precision)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ebm.langevin_step_(state, -ebm.gaussian_score(state, mean, precision), 0.01)
+        chain = ebm.langevin_chain(x, "gaussian", 5, 0.01, mean=mean, precision=precision)
+    state.copy_(x)
+    graph.replay()
+    first_state, first_chain = state.clone(), chain.clone()
+    state.copy_(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not torch.equal(first_state, state) and not torch.equal(first_chain, chain)
+    assert torch.isfinite(state).all() and torch.isfinite(chain).all()
+
+
+@needs_cuda
+@pytest.mark.parametrize("D", [16, 100])
+def test_cuda_chain_statistics_wide_and_tiers(D):
+    # The one-launch kernel (D = 16) and the per-step path (D = 100) on the same target.
+    torch.manual_seed(6)
+    B = 16384
+    mean = torch.randn(D, dtype=torch.float64)
+    precision = spd(D, symmetric=True)
+    out = ebm.langevin_chain(torch.randn(B, D, device="cuda"), "gaussian", 400, 0.05, 0.7,
+                             mean=mean.float().cuda(), precision=precision.float().cuda())
+    cov = ula_covariance(precision, 0.05, 0.7)
+    idx = torch.arange(0, D, max(1, D // 8))  # a few coordinates keep the number of checks moderate
+    assert_gaussian_samples(out[:, idx], mean[idx], cov[idx][:, idx])
