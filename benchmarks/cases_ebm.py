@@ -21,7 +21,7 @@ def _precision(D, device, dtype=torch.float32):
     return (a @ a.T / D + torch.eye(D, dtype=torch.float64)).to(device, dtype)
 
 
-def cases(device: str) -> list[Case]:
+def cases(device: str, small: bool = False) -> list[Case]:
     ebm = loader.load(FAMILY)
     ref = ebm.reference
     gpu = device != "cpu"
