@@ -15,9 +15,11 @@
 // - langevin_step: each thread takes 4 consecutive elements = one Philox call (4 normals by
 //   Box-Muller) and 16-byte loads of x and grad: 3 streams of memory, ~100 integer ops per 4
 //   elements, so it stays memory-bound.
-// - langevin_chain / hmc_chain, small D (<= 64 / <= 32): one launch for the whole chain,
-//   one thread per row holding the row in registers (x[kD], g[kD] (+ p, x0 for HMC)), the
-//   Gaussian's Psym and Psym·μ in shared memory, read warp-uniformly (broadcast). Per step
+// - langevin_chain / hmc_chain, small D (float32: <= 64 / <= 32, float64: half that): one
+//   launch for the whole chain, one thread per row holding the row in registers (x[kD], g[kD]
+//   (+ p, x0 for HMC)), the Gaussian's Psym and Psym·μ in shared memory, read warp-uniformly
+//   (broadcast) with loads the compiler may not hoist out of the step loop (it would keep
+//   all kD² values in registers and spill). Per step
 //   and element: D FMAs (Gaussian) + 1/4 Philox call: compute-bound, no memory traffic
 //   between steps. Random numbers: subsequence = row, counter = offset/4 + step-local index,
 //   so every (row, step, element) has its own draw and the whole chain reserves exactly
@@ -172,20 +174,24 @@ at::Tensor local_cuda(const at::Tensor& x_in, Model kind, std::array<double, 3> 
 
 // ---------------------------------------------------------------- Gaussian, D <= 64
 
-// Calls f(std::integral_constant<int, kD>) for the smallest tier kD >= D (kD <= max_tier).
+// Calls f(std::integral_constant<int, kD>) for the smallest tier kD in {4, 8, ..., kMax} with
+// kD >= D (the caller makes sure D <= kMax).
+template <int kD, int kMax, typename F>
+void with_tier_from(int64_t D, F& f) {
+  if constexpr (kD >= kMax) {
+    f(std::integral_constant<int, kD>{});
+  } else {
+    if (D <= kD) {
+      f(std::integral_constant<int, kD>{});
+    } else {
+      with_tier_from<kD * 2, kMax>(D, f);
+    }
+  }
+}
+
 template <int kMax, typename F>
 void with_tier(int64_t D, F&& f) {
-  if (D <= 4) {
-    f(std::integral_constant<int, 4>{});
-  } else if (D <= 8) {
-    f(std::integral_constant<int, 8>{});
-  } else if (D <= 16) {
-    f(std::integral_constant<int, 16>{});
-  } else if (D <= 32 || kMax <= 32) {
-    f(std::integral_constant<int, 32>{});
-  } else {
-    f(std::integral_constant<int, (kMax > 32 ? 64 : 32)>{});
-  }
+  with_tier_from<4, kMax>(D, f);
 }
 
 // Fills p (kD × kD) with ½(P + Pᵀ) padded with zeros, and mu (kD) with μ padded with
@@ -436,6 +442,42 @@ struct RowModel {
   }
 };
 
+// Shared-memory loads the compiler may not hoist out of a chain's step loop: hoisting all
+// of Psym into registers for the whole chain (kD² values) is what it would do otherwise, and
+// it spills. Vector loads of 16 bytes, warp-uniform addresses (broadcast).
+template <typename T>
+struct Lds;
+
+template <>
+struct Lds<float> {
+  static constexpr int N = 4;
+  __device__ __forceinline__ static void vec(const float* p, float (&v)[N]) {
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+                 : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+  }
+  __device__ __forceinline__ static float one(const float* p) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+    return v;
+  }
+};
+
+template <>
+struct Lds<double> {
+  static constexpr int N = 2;
+  __device__ __forceinline__ static void vec(const double* p, double (&v)[N]) {
+    asm volatile("ld.shared.v2.f64 {%0, %1}, [%2];"
+                 : "=d"(v[0]), "=d"(v[1])
+                 : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+  }
+  __device__ __forceinline__ static double one(const double* p) {
+    double v;
+    asm volatile("ld.shared.f64 %0, [%1];" : "=d"(v) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+    return v;
+  }
+};
+
 template <typename T, int kD>
 struct RowModel<T, kD, GaussTag> {
   const T* p;    // shared: ½(P + Pᵀ), kD × kD, zero-padded
@@ -443,15 +485,16 @@ struct RowModel<T, kD, GaussTag> {
   const T* mu;   // shared: μ
   int D;
   __device__ __forceinline__ void grad(const T (&x)[kD], T (&g)[kD]) const {
-    constexpr int VA = int(16 / sizeof(T)) < kD ? int(16 / sizeof(T)) : kD;
+    constexpr int N = Lds<T>::N;  // kD is a multiple of 4 >= N
 #pragma unroll
     for (int i = 0; i < kD; ++i) {
-      T acc = -pmu[i];
+      T acc = -Lds<T>::one(pmu + i);
 #pragma unroll
-      for (int j = 0; j < kD; j += VA) {
-        const jk::Vec<T, VA> pv = *reinterpret_cast<const jk::Vec<T, VA>*>(p + i * kD + j);  // warp-uniform: broadcast
+      for (int j = 0; j < kD; j += N) {
+        T pv[N];
+        Lds<T>::vec(p + i * kD + j, pv);
 #pragma unroll
-        for (int k = 0; k < VA; ++k) acc += pv.val[k] * x[j + k];
+        for (int k = 0; k < N; ++k) acc += pv[k] * x[j + k];
       }
       g[i] = acc;
     }
@@ -460,7 +503,7 @@ struct RowModel<T, kD, GaussTag> {
   __device__ __forceinline__ T energy(const T (&x)[kD], const T (&g)[kD]) const {
     T e = 0;
 #pragma unroll
-    for (int i = 0; i < kD; ++i) e += (x[i] - mu[i]) * g[i];
+    for (int i = 0; i < kD; ++i) e += (x[i] - Lds<T>::one(mu + i)) * g[i];
     return T(0.5) * e;
   }
 };
@@ -613,9 +656,16 @@ void with_chain_model(const ModelSpec& spec, F&& f) {
   }
 }
 
-constexpr int64_t kLangevinSmallD = 64;  // one launch for the whole chain up to this width
-constexpr int64_t kHmcSmallD = 32;       // HMC keeps four rows of state per thread
+// One launch for the whole chain up to these widths; the state (Langevin: x, g; HMC: x, x0,
+// p, g) must fit in registers: float64 takes twice the registers, so half the width.
+template <typename T>
+constexpr int kLangevinSmallD = std::is_same<T, double>::value ? 32 : 64;
+template <typename T>
+constexpr int kHmcSmallD = std::is_same<T, double>::value ? 16 : 32;
 constexpr int kChainThreads = 128;
+
+inline int64_t langevin_small_d(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? 32 : 64; }
+inline int64_t hmc_small_d(const at::Tensor& x) { return x.scalar_type() == at::kDouble ? 16 : 32; }
 
 // ---------------------------------------------------------------- chains: host side
 
@@ -664,7 +714,7 @@ std::tuple<at::Tensor, at::Tensor> langevin_chain_cuda(const at::Tensor& x, cons
   const auto u = make_update_cuda(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
   if (B == 0) return {at::empty(x.sizes(), x.options()), traj};
 
-  if (D > kLangevinSmallD) {  // one score kernel (or addmm) + one fused update per step
+  if (D > langevin_small_d(x)) {  // one score kernel (or addmm) + one fused update per step
     at::Tensor state = xc.clone();
     at::Tensor s = at::empty(x.sizes(), x.options());
     const StepScore score = make_step_score(spec, mean ? std::optional<at::Tensor>(mean->contiguous()) : mean,
@@ -691,7 +741,7 @@ std::tuple<at::Tensor, at::Tensor> langevin_chain_cuda(const at::Tensor& x, cons
     const T* mp = mean_c.defined() ? mean_c.const_data_ptr<T>() : nullptr;
     const T* pp = prec_c.defined() ? prec_c.const_data_ptr<T>() : nullptr;
     with_chain_model<T>(spec, [&](auto m) {
-      with_tier<64>(D, [&](auto tier) {
+      with_tier<kLangevinSmallD<T>>(D, [&](auto tier) {
         constexpr int kD = decltype(tier)::value;
         langevin_chain_kernel<T, kD><<<blocks, kChainThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
             xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, int(D), m, mp, pp,
@@ -753,7 +803,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain_cuda(const at::Tensor& 
   const int64_t B = x.size(0), D = x.size(1);
   at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
   if (B == 0) return {at::empty(x.sizes(), x.options()), at::empty({0}, x.options()), traj};
-  if (D > kHmcSmallD) return hmc_stepwise_cuda(xc, spec, mean, precision, n_steps, step_size, n_leapfrog, thin, traj,
+  if (D > hmc_small_d(x)) return hmc_stepwise_cuda(xc, spec, mean, precision, n_steps, step_size, n_leapfrog, thin, traj,
                                                generator);
 
   at::Tensor out = at::empty(x.sizes(), x.options());
@@ -767,7 +817,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain_cuda(const at::Tensor& 
     const T* mp = mean_c.defined() ? mean_c.const_data_ptr<T>() : nullptr;
     const T* pp = prec_c.defined() ? prec_c.const_data_ptr<T>() : nullptr;
     with_chain_model<T>(spec, [&](auto m) {
-      with_tier<32>(D, [&](auto tier) {
+      with_tier<kHmcSmallD<T>>(D, [&](auto tier) {
         constexpr int kD = decltype(tier)::value;
         hmc_chain_kernel<T, kD><<<blocks, kChainThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
             xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), acc.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B,

@@ -263,8 +263,9 @@ def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, 
     model: a name in MODELS with its parameters as keywords, e.g.
         langevin_chain(x, "gaussian", 100, 0.01, mean=mu, precision=P)
         langevin_chain(x, "double_well", 1000, 0.01, barrier_height=1.0)
-    The whole chain runs in one kernel launch for D <= 64 on CUDA (state in registers); wider
-    rows take one score kernel (a matrix product for the Gaussian) plus one fused update per step.
+    The whole chain runs in one kernel launch on CUDA for D <= 64 (float32; 32 for float64),
+    state in registers; wider rows take one score kernel (a matrix product for the Gaussian)
+    plus one fused update per step.
     Never syncs with the host. thin > 0 also returns the trajectory, x after every thin-th step:
     (n_steps // thin, B, D). Returns x, or (x, trajectory) when thin > 0. clamp as in
     langevin_step. dtypes: float32, float64. Not differentiable.
@@ -282,7 +283,8 @@ def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_lea
     size step_size, Metropolis accept/reject) on every row. model and params as in langevin_chain.
 
     Returns (x, accept_rate) with accept_rate (B,) the fraction of accepted proposals per chain,
-    or (x, accept_rate, trajectory) when thin > 0. One launch for D <= 32 on CUDA.
+    or (x, accept_rate, trajectory) when thin > 0. One launch on CUDA for D <= 32 (float32; 16
+    for float64); wider rows compose the score/energy kernels with ATen ops, without host sync.
     dtypes: float32, float64. Not differentiable.
     """
     mean, precision, args = _model_args(model, params)
