@@ -21,7 +21,7 @@ for step in $STEPS; do
   start=$(date +%s)
   case $step in
     build) $PY loader.py build ${FAMILIES:---all} 2>&1 | tee -a "$LOG" || status=1 ;;
-    tests) $PY -m pytest -v -p no:cacheprovider --durations=15 --timeout=300 ${PYTEST_ARGS:-} 2>&1 \
+    tests) $PY -m pytest -v -p no:cacheprovider --durations=15 --timeout=300 -n ${TEST_WORKERS:-4} ${PYTEST_ARGS:-} 2>&1 \
              | tee "$OUT/pytest.log" | grep -E "FAILED|ERROR|passed|failed" | tail -40 || status=1 ;;
     bench) $PY benchmarks/run.py --out "$OUT" ${FAMILIES:+--families $FAMILIES} 2>&1 | grep -v "^|" | tail -60 || status=1 ;;
     load)  $PY benchmarks/load_time.py --out "$OUT/load_time.json" 2>&1 | tail -6 || status=1 ;;
