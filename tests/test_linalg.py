@@ -362,6 +362,40 @@ def test_kron_write_bound_shapes_cuda():
     torch.testing.assert_close(gb, g)
 
 
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shapes", [
+    ((3, 7, 5), (3, 11, 8)),  # batched: row carries in i, k and b
+    ((2, 4, 3), (2, 5, 3)),  # cols = 9: one element per "vector"
+    ((4, 6), (3, 4)),  # cols = 24 but q = 4: 8-wide vectors of half types cross B rows
+    ((2, 301, 1), (2, 1, 40)),  # short rows, 4 per thread, 602 rows: a partial last group
+    ((1, 3, 150), (1, 2, 16)),  # long rows: several vectors per thread and row
+    ((2, 300, 2), (2, 250, 4)),  # 150000 short rows: more than one pass of the grid
+    ((2, 1000, 3), (2, 5, 400)),  # 10000 long rows: more than one pass of the grid
+])
+def test_kron_kernel_paths_cuda(dtype, shapes):
+    A = torch.randn(*shapes[0], device="cuda").to(dtype)
+    B = torch.randn(*shapes[1], device="cuda").to(dtype)
+    # Each element is one product rounded once, as torch rounds it: exact match.
+    expected = ref.kron(A.double(), B.double()).to(dtype)
+    torch.testing.assert_close(linalg.kron(A, B), expected, atol=0, rtol=0)
+
+
+@needs_cuda
+def test_kron_misaligned_b_and_many_rows_cuda():
+    base = torch.randn(2 * 5 * 8 + 1, device="cuda")
+    B = base[1:].view(2, 5, 8)  # q % 4 == 0, but B starts 4 bytes past a 16-byte boundary
+    assert B.data_ptr() % 16 != 0
+    A = torch.randn(2, 3, 4, device="cuda")
+    torch.testing.assert_close(linalg.kron(A, B), ref.kron(A, B), atol=0, rtol=0)
+    # 256000 rows of 8 columns, and 420000 rows of 2 (scalar path): the grid steps over rows.
+    x, g = torch.randn(128, 8, device="cuda"), torch.randn(128, 2000, device="cuda")
+    gw, _ = linalg.per_sample_grad_linear(x, g)
+    torch.testing.assert_close(gw, g[:, :, None] * x[:, None, :], atol=0, rtol=0)
+    A, B = torch.randn(600, 1, device="cuda"), torch.randn(700, 2, device="cuda")
+    torch.testing.assert_close(linalg.kron(A, B), torch.kron(A, B), atol=0, rtol=0)
+
+
 def test_benchmark_cases_construct():
     import importlib
 

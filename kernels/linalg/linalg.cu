@@ -9,7 +9,9 @@
 //   The only elementwise work, T = c1 I - c2 M and friends, is one pass (eye_axpy below).
 // - kron and per_sample_grad_linear are write-bound: the output (nb, m*p, n*q) is written
 //   exactly once with 16-byte streaming stores, row by row; the inputs are tiny and served
-//   from L1/L2. Column indices advance incrementally, so the inner loop has no divisions.
+//   from L1/L2. Row and column positions are split once per thread and then advanced with
+//   carries, so the loops have no divisions; B is read with one vector load per 16-byte store
+//   when q % VEC == 0, and short rows give each thread 4 rows at a time (independent loads).
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAException.h>
@@ -67,74 +69,215 @@ struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
 
-// One output row (b, i*p + k) = A[b, i, j] * B[b, k, l] over columns c = j*q + l.
-// blockDim = (tx, ty): ty rows per block, tx threads across a row, VEC columns per thread.
-// Requires cols % VEC == 0 (rows then start 16-byte aligned in a fresh contiguous output).
-template <typename T, int VEC>
-__global__ void kron_kernel(T* __restrict__ out, const T* __restrict__ A, const T* __restrict__ B, int64_t nb,
-                            int64_t m, int64_t n, int64_t p, int64_t q) {
-  const int64_t rows = nb * m * p, cols = n * q;
-  // Column position of this thread, and its stride, as (j, l) pairs: computed once.
-  const int64_t c0 = static_cast<int64_t>(threadIdx.x) * VEC, stride = static_cast<int64_t>(blockDim.x) * VEC;
-  const int64_t j0 = c0 / q, l0 = c0 - j0 * q, sj = stride / q, sl = stride - sj * q;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
-       row += static_cast<int64_t>(gridDim.x) * blockDim.y) {
-    const int64_t b = row / (m * p), r = row - b * (m * p), i = r / p, k = r - i * p;
-    const T* a_row = A + (b * m + i) * n;
-    const T* b_row = B + (b * p + k) * q;
-    T* o_row = out + row * cols;
-    int64_t j = j0, l = l0;
-    for (int64_t c = c0; c < cols; c += stride) {
-      Pack<T, VEC> pack;
-      int64_t jj = j, ll = l;
+// Shapes of one kron launch, and the grid's row step pre-split on the host (see RowCursor).
+struct KronArgs {
+  int64_t m, n, p, q, cols, numel, pq;  // cols = n*q, numel = nb*m*p*cols, pq = p*q
+  // Row step (gridDim.x * blockDim.y * R rows, < 2^31) = (db*m + di)*p + dk, kept as the digits
+  // di < m, dk < p and the offset increments (db*m + di)*n, (db*p + dk)*q and step*cols.
+  int64_t step_i, step_k, step_a, step_b, step_o;
+  int64_t sj, sl;  // the column stride blockDim.x * VEC = sj*q + sl, sl < q
+};
+
+// x / d for 0 <= x < 2^31, d >= 1: a 32-bit division (~15 instructions; a 64-bit one is ~70).
+// d > x gives 0, and otherwise d <= x fits in 32 bits too.
+__device__ __forceinline__ int64_t div_small(int64_t x, int64_t d) {
+  return d > x ? 0 : static_cast<int64_t>(static_cast<uint32_t>(x) / static_cast<uint32_t>(d));
+}
+
+// A thread's output row (b, i*p + k), i.e. row = (b*m + i)*p + k, as the loops use it: the
+// offsets of A row (b, i), B row (b, k) and the output row, plus the digits i and k that say
+// when those offsets carry. Moving rows then costs a few adds: no division, no multiply.
+struct RowCursor {
+  int64_t i, k, a_off, b_off, o_off;  // a_off = (b*m + i)*n, b_off = (b*p + k)*q, o_off = row*cols
+
+  __device__ __forceinline__ RowCursor(int64_t row, const KronArgs& s) {  // row < 2^31: once per thread
+    const int64_t ai = div_small(row, s.p), b = div_small(ai, s.m);
+    i = ai - b * s.m;
+    k = row - ai * s.p;
+    a_off = ai * s.n;
+    b_off = (b * s.p + k) * s.q;
+    o_off = row * s.cols;
+  }
+
+  __device__ __forceinline__ bool valid(const KronArgs& s) const { return o_off < s.numel; }  // row < rows
+
+  __device__ __forceinline__ void next(const KronArgs& s) {  // row += 1
+    o_off += s.cols;
+    b_off += s.q;
+    if (++k == s.p) {  // next i: B back to row k = 0
+      k = 0;
+      b_off -= s.pq;
+      a_off += s.n;
+      if (++i == s.m) {  // next batch: a_off runs on, B moves to the next matrix
+        i = 0;
+        b_off += s.pq;
+      }
+    }
+  }
+
+  __device__ __forceinline__ void advance(const KronArgs& s) {  // row += step
+    k += s.step_k;
+    i += s.step_i;
+    a_off += s.step_a;
+    b_off += s.step_b;
+    o_off += s.step_o;
+    if (k >= s.p) {  // each digit sum is < 2 * its base: at most one carry each
+      k -= s.p;
+      b_off -= s.pq;
+      ++i;
+      a_off += s.n;
+    }
+    if (i >= s.m) {
+      i -= s.m;
+      b_off += s.pq;
+    }
+  }
+};
+
+// VEC output columns j*q + l ... of one row: a_row[j'] * b_row[l'] for each.
+// kVecB: q % VEC == 0 and B is 16-byte aligned, so l is a multiple of VEC and the VEC columns
+// lie in one B row: one aligned vector load times one A value. Otherwise (q % VEC != 0) a
+// vector may cross into the next A column, so walk (j, l) element by element.
+template <typename T, int VEC, bool kVecB>
+__device__ __forceinline__ Pack<T, VEC> kron_pack(const T* a_row, const T* b_row, int64_t j, int64_t l,
+                                                  int64_t q) {
+  Pack<T, VEC> pack;
+  if constexpr (kVecB) {
+    pack = *reinterpret_cast<const Pack<T, VEC>*>(b_row + l);  // tiny inputs: L1/L2 hits
+    const T a = a_row[j];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        pack.v[e] = kron_mul(a_row[jj], b_row[ll]);  // tiny inputs: L1/L2 hits
-        if (++ll == q) {
-          ll = 0;
-          ++jj;
-        }
-      }
-      if constexpr (sizeof(pack) == 16) {
-        uint4 bits;
-        memcpy(&bits, &pack, 16);
-        __stcs(reinterpret_cast<uint4*>(o_row + c), bits);  // streaming: the output is not re-read here
-      } else {
-        *reinterpret_cast<Pack<T, VEC>*>(o_row + c) = pack;
-      }
-      j += sj;
-      l += sl;
-      if (l >= q) {
-        l -= q;
+    for (int e = 0; e < VEC; ++e) pack.v[e] = kron_mul(a, pack.v[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      pack.v[e] = kron_mul(a_row[j], b_row[l]);
+      if (++l == q) {
+        l = 0;
         ++j;
       }
     }
   }
+  return pack;
 }
 
 template <typename T, int VEC>
-void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
-  const int64_t nb = out.size(0), m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2);
-  const int64_t rows = nb * m * p, vcols = n * q / VEC;
-  int tx = 32;
-  while (tx < kThreads && tx < vcols) tx *= 2;  // short rows: several rows per block
-  const int ty = kThreads / tx;
-  const int sms = jk::multiprocessor_count(out.get_device());
-  const int64_t blocks = std::min<int64_t>((rows + ty - 1) / ty, static_cast<int64_t>(sms) * 32);
-  kron_kernel<T, VEC><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, c10::cuda::getCurrentCUDAStream()>>>(
-      out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), nb, m, n, p, q);
+__device__ __forceinline__ void store_pack(T* dst, const Pack<T, VEC>& pack) {
+  if constexpr (sizeof(pack) == 16) {
+    uint4 bits;
+    memcpy(&bits, &pack, 16);
+    __stcs(reinterpret_cast<uint4*>(dst), bits);  // streaming: the output is not re-read here
+  } else {
+    *reinterpret_cast<Pack<T, VEC>*>(dst) = pack;
+  }
+}
+
+// Output (nb, m*p, n*q), row by row: row (b, i*p + k), column j*q + l = A[b, i, j] * B[b, k, l].
+// blockDim = (tx, ty): tx threads across a row, VEC columns per thread, ty rows per block; each
+// thread takes R consecutive rows per iteration, then steps by the grid's row step.
+// Requires cols % VEC == 0 (rows then start 16-byte aligned in a fresh contiguous output).
+// Positions are split into digits once per thread (32-bit divisions: the start row is below the
+// step, the start column below blockDim.x * VEC) and then moved with carries.
+template <typename T, int VEC, bool kVecB, int R>
+__global__ void __launch_bounds__(kThreads) kron_kernel(T* __restrict__ out, const T* __restrict__ A,
+                                                        const T* __restrict__ B, const KronArgs s) {
+  const int64_t c0 = static_cast<int64_t>(threadIdx.x) * VEC, stride = static_cast<int64_t>(blockDim.x) * VEC;
+  if (c0 >= s.cols) return;  // short rows: this thread has no column
+  const int64_t j0 = div_small(c0, s.q), l0 = c0 - j0 * s.q;
+  RowCursor cur((static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * R, s);
+  if constexpr (R == 1) {
+    // Long rows: the thread walks its columns of each row.
+    for (; cur.valid(s); cur.advance(s)) {
+      const T* a_row = A + cur.a_off;
+      const T* b_row = B + cur.b_off;
+      T* o_row = out + cur.o_off;
+      int64_t j = j0, l = l0;
+      for (int64_t c = c0; c < s.cols; c += stride) {
+        store_pack<T, VEC>(o_row + c, kron_pack<T, VEC, kVecB>(a_row, b_row, j, l, s.q));
+        j += s.sj;
+        l += s.sl;
+        if (l >= s.q) {
+          l -= s.q;
+          ++j;
+        }
+      }
+    }
+  } else {
+    // Short rows (the launcher ensures cols <= blockDim.x * VEC): one vector per row, at c0, so
+    // R rows per iteration give the thread R independent loads, all issued before the stores.
+    const int64_t full_end = s.numel - (R - 1) * s.cols;  // o_off < full_end: all R rows exist
+    for (; cur.o_off < full_end; cur.advance(s)) {
+      Pack<T, VEC> pack[R];
+      int64_t o_off[R];
+      RowCursor e = cur;
+#pragma unroll
+      for (int t = 0; t < R; ++t) {
+        pack[t] = kron_pack<T, VEC, kVecB>(A + e.a_off, B + e.b_off, j0, l0, s.q);
+        o_off[t] = e.o_off;
+        if (t + 1 < R) e.next(s);
+      }
+#pragma unroll
+      for (int t = 0; t < R; ++t) store_pack<T, VEC>(out + o_off[t] + c0, pack[t]);
+    }
+    // This thread's last group may hold fewer than R rows (the grid's last rows): one at a time.
+    for (; cur.valid(s); cur.next(s)) {
+      store_pack<T, VEC>(out + cur.o_off + c0, kron_pack<T, VEC, kVecB>(A + cur.a_off, B + cur.b_off, j0, l0, s.q));
+    }
+  }
+}
+
+template <typename T, int VEC, bool kVecB, int R>
+void launch_kron_rows(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B, KronArgs s, int tx,
+                      int ty) {
+  const int64_t rows = s.numel / s.cols;
+  // Enough blocks for the work, up to 32 per SM (more than fit at once: the tail stays short).
+  const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * 32;
+  const int64_t blocks = std::min<int64_t>((rows + R * ty - 1) / (R * ty), max_blocks);
+  const int64_t step = blocks * ty * R;
+  TORCH_INTERNAL_ASSERT(step <= INT32_MAX, "kron: row step too large for the 32-bit start split");
+  const int64_t ai = step / s.p, db = ai / s.m;
+  s.step_i = ai - db * s.m;
+  s.step_k = step - ai * s.p;
+  s.step_a = ai * s.n;
+  s.step_b = (db * s.p + s.step_k) * s.q;
+  s.step_o = step * s.cols;
+  kron_kernel<T, VEC, kVecB, R><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, c10::cuda::getCurrentCUDAStream()>>>(
+      out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), s);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+template <typename T, int VEC, bool kVecB>
+void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
+  KronArgs s{};
+  s.m = A.size(1), s.n = A.size(2), s.p = B.size(1), s.q = B.size(2);
+  s.cols = s.n * s.q, s.numel = out.numel(), s.pq = s.p * s.q;
+  const int64_t vcols = s.cols / VEC;
+  int tx = 32;
+  while (tx < kThreads && tx < vcols) tx *= 2;  // short rows: several rows per block
+  const int ty = kThreads / tx;
+  s.sj = tx * VEC / s.q;
+  s.sl = tx * VEC - s.sj * s.q;
+  if constexpr (kVecB) {  // (the element-wise path keeps R = 1: it is the rare q % VEC != 0 case)
+    if (vcols <= tx) {
+      launch_kron_rows<T, VEC, kVecB, 4>(out, A, B, s, tx, ty);  // one vector per thread and row: 4 rows at a time
+      return;
+    }
+  }
+  launch_kron_rows<T, VEC, kVecB, 1>(out, A, B, s, tx, ty);  // several vectors per thread and row
+}
+
 void kron_cuda_kernel(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
-  const int64_t cols = A.size(2) * B.size(2);
+  const int64_t cols = A.size(2) * B.size(2), q = B.size(2);
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "kron_cuda", [&] {
     constexpr int vec = 16 / sizeof(scalar_t);
-    const bool aligned = reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0;
-    if (cols % vec == 0 && aligned) {
-      launch_kron<scalar_t, vec>(out, A, B);
+    if (cols % vec == 0 && aligned16(out.const_data_ptr())) {
+      if (q % vec == 0 && aligned16(B.const_data_ptr())) {
+        launch_kron<scalar_t, vec, true>(out, A, B);  // common case: vector loads of B rows
+      } else {
+        launch_kron<scalar_t, vec, false>(out, A, B);
+      }
     } else {
-      launch_kron<scalar_t, 1>(out, A, B);
+      launch_kron<scalar_t, 1, true>(out, A, B);  // one element per "vector": always inside one B row
     }
   });
 }
