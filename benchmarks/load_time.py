@@ -88,6 +88,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="jk-load-time-"))
     env = dict(os.environ, JITKERNELS_CACHE=str(work / "cache"), PYTHONPATH=str(REPO))
     env.pop("JITKERNELS_CUDA", None)
+    # Python's default: cache bytecode, so `import loader` reads a .pyc (the GPU image sets
+    # PYTHONDONTWRITEBYTECODE; without the cache, compiling loader.py adds ~8 ms to each import).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     report = {"torch": torch.__version__, "cuda": torch.version.cuda,
               "device": torch.cuda.get_device_name(0) if CUDA else "cpu", "cpus": os.cpu_count()}
 

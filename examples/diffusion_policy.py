@@ -159,8 +159,9 @@ def make_modes(model, sched, ts, device):
         Conv1dBlock.fused = False
         for i in range(steps):
             torch.compiler.cudagraph_mark_step_begin()
-            x = compiled_step(x, ts[i], cond, None if noises is None else noises[i])
-        return x.clone()
+            # clone: the next replay overwrites the graph's output buffer, which is this step's input
+            x = compiled_step(x, ts[i], cond, None if noises is None else noises[i]).clone()
+        return x
 
     graphs = {}  # one captured loop with given noise (the agreement check), one drawing its own
 

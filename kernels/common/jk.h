@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <string>
 
 #ifndef JK_NAMESPACE
 #error "JK_NAMESPACE is set by loader.py (-DJK_NAMESPACE=jk_<family>_<key>); build families through the loader"
@@ -19,6 +20,18 @@
 #define JK_LIBRARY_IMPL(key, m) JK_LIBRARY_IMPL_EXPANDED(JK_NAMESPACE, key, m)
 
 namespace jk {
+
+// Numbers and shapes are formatted with std::to_string, never streamed: on the GPU image
+// an ostream insertion of a number instantiated in an extension crashed inside
+// libstdc++ (headers and runtime library out of step), turning a bad-input error into
+// a segfault. Messages built only from strings are safe everywhere.
+inline std::string num(double value) { return std::to_string(value); }
+
+inline std::string shape(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+  return s + "]";
+}
 
 inline bool is_supported_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
@@ -37,7 +50,7 @@ inline void check_float32_or_64(const at::Tensor& t, const char* name) {
 }
 
 inline void check_dim(const at::Tensor& t, const char* name, int64_t dim) {
-  TORCH_CHECK_VALUE(t.dim() == dim, name, " must be ", dim, "-D, got shape ", t.sizes());
+  TORCH_CHECK_VALUE(t.dim() == dim, name, " must be ", std::to_string(dim), "-D, got shape ", shape(t.sizes()));
 }
 
 inline void check_same_device(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
@@ -51,8 +64,8 @@ inline void check_same_dtype(const at::Tensor& a, const char* a_name, const at::
 }
 
 inline void check_same_shape(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
-  TORCH_CHECK_VALUE(a.sizes() == b.sizes(), b_name, " has shape ", b.sizes(), " but ", a_name, " has shape ",
-                    a.sizes());
+  TORCH_CHECK_VALUE(a.sizes() == b.sizes(), b_name, " has shape ", shape(b.sizes()), " but ", a_name,
+                    " has shape ", shape(a.sizes()));
 }
 
 // Same device, dtype and shape as the first tensor.
@@ -63,11 +76,11 @@ inline void check_like(const at::Tensor& a, const char* a_name, const at::Tensor
 }
 
 inline void check_finite(double value, const char* name) {
-  TORCH_CHECK_VALUE(std::isfinite(value), name, " must be finite, got ", value);
+  TORCH_CHECK_VALUE(std::isfinite(value), name, " must be finite, got ", num(value));
 }
 
 inline void check_positive(double value, const char* name) {
-  TORCH_CHECK_VALUE(std::isfinite(value) && value > 0, name, " must be a finite number > 0, got ", value);
+  TORCH_CHECK_VALUE(std::isfinite(value) && value > 0, name, " must be a finite number > 0, got ", num(value));
 }
 
 }  // namespace jk
