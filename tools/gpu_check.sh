@@ -10,7 +10,7 @@ set -u -o pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 JITKERNELS_CACHE=${JITKERNELS_CACHE:-/tmp/jitkernels-cache} MAX_JOBS=${MAX_JOBS:-16}
-STEPS=${STEPS:-build tests large bench load examples}
+STEPS=${STEPS:-build diag tests large bench load examples}
 PY=${PYTHON:-python3}
 LOG="$OUT/run.log"
 status=0
@@ -35,6 +35,11 @@ for step in $STEPS; do
     large) $PY -m pytest -v -p no:cacheprovider -p no:xdist --timeout=300 -m large 2>&1 | tee "$OUT/pytest_large.log" \
              | grep -E "PASS|FAIL|SKIP|ERROR|passed|failed" | tail -10 || status=1 ;;
     sanitize) OUT="$OUT" bash tools/sanitize.sh || status=1 ;;
+    diag)  # why number formatting crashed here: which libstdc++ the built libraries carry
+      { which c++ g++; c++ --version | head -1; c++ -print-file-name=libstdc++.so; c++ -print-file-name=libstdc++.a
+        for so in $(find "$JITKERNELS_CACHE" -name "jk_*.so"); do
+          echo "$so: $(nm -C --defined-only "$so" | grep -c "std::ostream::_M_insert\|std::num_put") libstdc++ symbols defined inside"
+        done; } 2>&1 | tee "$OUT/diag.log" ;;
     multi)
       gpus=$(nvidia-smi -L | wc -l)
       NCCL_NVLS_ENABLE=0 timeout 500 torchrun --nproc_per_node="$gpus" examples/multi_gpu_sampling.py 2>&1 \
