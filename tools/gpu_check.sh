@@ -44,7 +44,8 @@ for step in $STEPS; do
       gpus=$(nvidia-smi -L | wc -l)
       NCCL_NVLS_ENABLE=0 timeout 500 torchrun --nproc_per_node="$gpus" examples/multi_gpu_sampling.py 2>&1 \
         | grep -v "^W1\|OMP_NUM_THREADS\|\*\*\*\*" | tee "$OUT/multi_gpu.log" || status=1 ;;
-    bench) $PY benchmarks/run.py --out "$OUT" ${FAMILIES:+--families $FAMILIES} 2>&1 | grep -v "^|" | tail -60 || status=1 ;;
+    bench) $PY benchmarks/run.py --out "$OUT" ${FAMILIES:+--families $FAMILIES} 2>&1 | grep -v "^|" | tail -60 || status=1
+           $PY benchmarks/cpu_vs_gpu.py --out "$OUT" 2>&1 | tee "$OUT/cpu_vs_gpu.md" | tail -15 || status=1 ;;
     load)  $PY benchmarks/load_time.py --out "$OUT/load_time.json" 2>&1 | tail -6 || status=1 ;;
     examples)
       for example in ebm_sampling cem_optimize diffusion_policy shampoo_mlp multi_gpu_sampling; do
