@@ -8,7 +8,6 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/bmm.h>
-#include <ATen/ops/cat.h>
 #include <ATen/ops/diag_embed.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -87,20 +86,16 @@ std::vector<double> newton_schedule(int64_t p, double max_cond, double tol) {
   return alphas;
 }
 
-// T^p by repeated squaring: 2 products for p = 4, 3 for p = 8. T2 = T T where already known.
-at::Tensor bmm_power(const at::Tensor& T, int64_t p, const at::Tensor& T2) {
+// T^p by repeated squaring: 2 products for p = 4, 3 for p = 8.
+at::Tensor bmm_power(const at::Tensor& T, int64_t p) {
   at::Tensor result, base = T;
   while (true) {
     if (p & 1) result = result.defined() ? at::bmm(result, base) : base;
     p >>= 1;
     if (p == 0) return result;
-    base = (base.is_same(T) && T2.defined()) ? T2 : at::bmm(base, base);
+    base = at::bmm(base, base);
   }
 }
-
-// Products with fewer outputs than this (about 128 tiles of 128 x 128) leave many SMs of a
-// large GPU idle, so two independent ones are run as one batched product.
-constexpr int64_t kPairMaxOutputs = int64_t(1) << 21;
 
 template <typename T>
 void eye_axpy_cpu(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
@@ -179,33 +174,24 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const at::Tensor inv_u = u.reciprocal(), x0 = u.pow(-1.0 / static_cast<double>(p));
   at::Tensor M = at::empty({nb, n, n}, A.options());
   eye_axpy(M, A, inv_u, 1.0, inv_u, eps);  // M_0 = (A + eps I) / u
-  // In each middle step X T and the first product of T^p M (T T, or T M for p = 1) are
-  // independent; for small problems they run as one batched product of [X; T] and [T; T or M].
-  const bool pair = nb * n * n <= kPairMaxOutputs;
   at::Tensor X, residual;
   for (int64_t k = 0; k < steps; ++k) {
     const double a = alphas[k], a_root = std::pow(a, 1.0 / static_cast<double>(p));
     at::Tensor T = at::empty_like(M);
     eye_axpy(T, M, {}, -a_root * a / p, {}, a_root * (p + 1) / p);
-    if (k == steps - 1) {
+    if (k == 0) {
+      X = at::empty_like(M);
+      eye_axpy(X, T, x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
+    } else {
       X = at::bmm(X, T);
+    }
+    if (k == steps - 1) {
       at::Tensor R = at::empty_like(M);
       eye_axpy(R, M, {}, 1.0, {}, -1.0);
       residual = at::linalg_vector_norm(R.view({nb, n * n}), 2, at::IntArrayRef{1});
       break;  // the last M is never used
     }
-    at::Tensor first;  // T T (p >= 2) or T M (p = 1), when computed beside X T
-    if (k == 0) {
-      X = at::empty_like(M);
-      eye_axpy(X, T, x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
-    } else if (pair) {
-      const at::Tensor both = at::bmm(at::cat({X, T}), at::cat({T, p == 1 ? M : T}));
-      X = both.narrow(0, 0, nb);
-      first = both.narrow(0, nb, nb);
-    } else {
-      X = at::bmm(X, T);
-    }
-    M = p == 1 ? (first.defined() ? first : at::bmm(T, M)) : at::bmm(bmm_power(T, p, first), M);
+    M = at::bmm(bmm_power(T, p), M);
   }
 
   // Diagonal input (n = 1, A = I, ...): the exact elementwise answer, as the reference
