@@ -9,8 +9,9 @@
 //   (Rosenbrock) come from the next/previous lane by shuffle, row sums (energies, Ackley's
 //   statistics) reduce inside the group by shuffles, and an energy is one store per row.
 //   Periodic terms use cospif/sinpif with the 2π folded into the argument (ebm.h).
-// - Everything that needs a whole row per thread (the Gaussian's matrix-vector product, the
-//   one-launch chains) goes through a block tile: R consecutive rows (one per thread) are R·D
+// - The Gaussian ½dᵀPd for D <= 64: a lane group per row (16-byte loads), the row gathered by
+//   shuffles, ½(P + Pᵀ) padded in shared memory (kernel comment below); wider D: matmul (.cpp).
+// - The one-launch chains hold a whole row per thread and go through a block tile: R consecutive rows (one per thread) are R·D
 //   consecutive elements, copied with coalesced loads into shared memory (row stride kD + 1:
 //   conflict-free row reads) and from there into the thread's registers; outputs go back the
 //   same way. The width tier kD in {8, 16, 32, 64} (rows padded with zeros) keeps the row in
@@ -365,18 +366,25 @@ struct ChainShared {
   T mu[kGauss ? kD : 1];
 };
 
+// Fills p (kD × kD) with ½(P + Pᵀ) padded with zeros, and mu (kD) with μ padded with
+// zeros. Call from every thread of the block; ends with __syncthreads().
+template <typename T, typename A, int kD>
+__device__ void load_gaussian(A* p, A* mu, const T* __restrict__ mean, const T* __restrict__ prec, int D) {
+  for (int t = threadIdx.x; t < kD * kD; t += blockDim.x) {
+    const int i = t / kD, j = t % kD;
+    p[t] = (i < D && j < D) ? A(0.5) * (static_cast<A>(prec[i * D + j]) + static_cast<A>(prec[j * D + i])) : A(0);
+  }
+  for (int t = threadIdx.x; t < kD; t += blockDim.x) mu[t] = t < D ? static_cast<A>(mean[t]) : A(0);
+  __syncthreads();
+}
+
 // Fills the shared Psym = ½(P + Pᵀ), μ and Psym·μ (zero-padded to kD) from mean/prec of
 // dtype S for the Gaussian; returns the model. Call from every thread of the block.
 template <typename T, int kD, typename M, typename S>
 __device__ RowModel<T, kD, M> make_row_model(ChainShared<T, kD, M>& sh, const M& m, const S* __restrict__ mean,
                                              const S* __restrict__ prec, int D) {
   if constexpr (std::is_same<M, GaussTag>::value) {
-    for (int t = threadIdx.x; t < kD * kD; t += blockDim.x) {
-      const int i = t / kD, j = t % kD;
-      sh.p[t] = (i < D && j < D) ? T(0.5) * (static_cast<T>(prec[i * D + j]) + static_cast<T>(prec[j * D + i])) : T(0);
-    }
-    for (int t = threadIdx.x; t < kD; t += blockDim.x) sh.mu[t] = t < D ? static_cast<T>(mean[t]) : T(0);
-    __syncthreads();
+    load_gaussian<S, T, kD>(sh.p, sh.mu, mean, prec, D);
     for (int i = threadIdx.x; i < kD; i += blockDim.x) {
       T acc = 0;
       for (int j = 0; j < kD; ++j) acc += sh.p[i * kD + j] * sh.mu[j];
@@ -391,29 +399,70 @@ __device__ RowModel<T, kD, M> make_row_model(ChainShared<T, kD, M>& sh, const M&
 
 // ---------------------------------------------------------------- Gaussian energy / score, D <= kMax
 
-// One row per thread: g = Psym(x − μ) from the tile; score = −g through the tile, energy =
-// ½(x − μ)·g, one coalesced store per row. Accumulates in A (float for half types).
-template <typename T, int kD>
-__global__ void __launch_bounds__(kTileRows<kD>) gaussian_rows_kernel(const T* __restrict__ x,
-                                                                      const T* __restrict__ mean,
-                                                                      const T* __restrict__ prec, T* __restrict__ out,
-                                                                      int64_t B, int D, bool score) {
+// A group of G = kD / V lanes per row (16-byte loads, coalesced); lane l owns columns
+// [l·V, l·V + V) and gathers the whole row by shuffles. Each lane computes its own outputs:
+// Psym[j][my cols] is one 16-byte shared load, the same address across groups (broadcast).
+// (A thread-per-row version through a tile measured 2-3x slower here on an H200.)
+template <typename T, int kD, bool kScore>
+__global__ void __launch_bounds__(256) gaussian_rows_kernel(const T* __restrict__ x, const T* __restrict__ mean,
+                                                            const T* __restrict__ prec, T* __restrict__ out,
+                                                            int64_t B, int D, bool vec) {
   using A = at::opmath_type<T>;
-  constexpr int R = kTileRows<kD>;
-  __shared__ ChainShared<A, kD, GaussTag> sh;
-  __shared__ Tile<A, kD, R> tile;
-  const RowModel<A, kD, GaussTag> model = make_row_model<A, kD>(sh, GaussTag{}, mean, prec, D);
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * R; r0 < B; r0 += static_cast<int64_t>(gridDim.x) * R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, B - r0));
-    A xr[kD], g[kD];
-    tile.load(xr, x, r0, rows, D);
-    model.grad(xr, g);
-    if (score) {
+  constexpr int V = int(16 / sizeof(T)) < kD ? int(16 / sizeof(T)) : kD;  // elements per lane
+  constexpr int G = kD / V;                                                // lanes per row, <= 32
+  constexpr int kRows = 32 / G;                                            // rows per warp
+  constexpr int VA = int(16 / sizeof(A)) < V ? int(16 / sizeof(A)) : V;    // A's per shared load
+  __shared__ __align__(16) A p[kD * kD];
+  __shared__ A mu[kD];
+  load_gaussian<T, A, kD>(p, mu, mean, prec, D);
+
+  const int lane = threadIdx.x & 31, l = lane % G, first = lane - l, c0 = l * V;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t base = warp * kRows; base < B; base += n_warps * kRows) {
+    const int64_t row = base + lane / G;
+    const bool valid = row < B;
+    A mine[V];  // this lane's slice of d = x − μ (zero past D)
+    if (valid && vec) {
+      const jk::Vec<T, V> v = *reinterpret_cast<const jk::Vec<T, V>*>(x + row * D + c0);
 #pragma unroll
-      for (int j = 0; j < kD; ++j) g[j] = -g[j];
-      tile.store(g, out, r0, rows, D);
-    } else if (static_cast<int>(threadIdx.x) < rows) {
-      out[r0 + threadIdx.x] = static_cast<T>(model.energy(xr, g));
+      for (int k = 0; k < V; ++k) mine[k] = static_cast<A>(v.val[k]) - mu[c0 + k];
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) mine[k] = (valid && c0 + k < D) ? static_cast<A>(x[row * D + c0 + k]) - mu[c0 + k] : A(0);
+    }
+    A d[kD];  // the whole row, gathered from the group
+#pragma unroll
+    for (int j = 0; j < kD; ++j) d[j] = __shfl_sync(kFullMask, mine[j % V], first + j / V);
+    A s[V];  // (Psym d) at this lane's columns; Psym is symmetric, so row j gives column j
+#pragma unroll
+    for (int k = 0; k < V; ++k) s[k] = A(0);
+#pragma unroll
+    for (int j = 0; j < kD; ++j) {
+#pragma unroll
+      for (int k0 = 0; k0 < V; k0 += VA) {
+        const jk::Vec<A, VA> pv = *reinterpret_cast<const jk::Vec<A, VA>*>(&p[j * kD + c0 + k0]);
+#pragma unroll
+        for (int k = 0; k < VA; ++k) s[k0 + k] += pv.val[k] * d[j];
+      }
+    }
+    if (!kScore) {
+      A e = A(0);
+#pragma unroll
+      for (int k = 0; k < V; ++k) e += mine[k] * s[k];
+      e = group_sum(e, G);
+      if (valid && l == 0) out[row] = static_cast<T>(A(0.5) * e);
+    } else if (valid) {
+      if (vec) {
+        jk::Vec<T, V> o;
+#pragma unroll
+        for (int k = 0; k < V; ++k) o.val[k] = static_cast<T>(-s[k]);
+        *reinterpret_cast<jk::Vec<T, V>*>(out + row * D + c0) = o;
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          if (c0 + k < D) out[row * D + c0 + k] = static_cast<T>(-s[k]);
+      }
     }
   }
 }
@@ -422,15 +471,26 @@ void gaussian_rows_cuda(const at::Tensor& x, const at::Tensor& mean, const at::T
                         const at::Tensor& out, bool score) {
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t B = x.size(0), D = x.size(1);
+  const at::Tensor& prec = precision;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_gaussian_cuda", [&] {
     using T = scalar_t;
-    constexpr int kMax = std::is_same<T, double>::value ? 32 : 64;  // cuda_gaussian_max_d
-    with_tier<kMax>(D, [&](auto tier) {
+    with_tier<64>(D, [&](auto tier) {  // cuda_gaussian_max_d
       constexpr int kD = decltype(tier)::value;
-      const int64_t blocks = grid_size(B, kTileRows<kD>, x.get_device(), 8);
-      gaussian_rows_kernel<T, kD><<<blocks, kTileRows<kD>, 0, c10::cuda::getCurrentCUDAStream()>>>(
-          x.const_data_ptr<T>(), mean.const_data_ptr<T>(), precision.const_data_ptr<T>(), out.mutable_data_ptr<T>(),
-          B, int(D), score);
+      constexpr int V = int(16 / sizeof(T)) < kD ? int(16 / sizeof(T)) : kD;
+      constexpr int kThreads = 256;
+      const bool vec = D == kD && aligned16(x.const_data_ptr()) && aligned16(out.data_ptr());
+      const int64_t rows_per_block = (kThreads / 32) * (32 / (kD / V));
+      const int64_t blocks = grid_size(B, rows_per_block, x.get_device(), 8);
+      auto stream = c10::cuda::getCurrentCUDAStream();
+      if (score) {
+        gaussian_rows_kernel<T, kD, true><<<blocks, kThreads, 0, stream>>>(
+            x.const_data_ptr<T>(), mean.const_data_ptr<T>(), prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
+            int(D), vec);
+      } else {
+        gaussian_rows_kernel<T, kD, false><<<blocks, kThreads, 0, stream>>>(
+            x.const_data_ptr<T>(), mean.const_data_ptr<T>(), prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
+            int(D), vec);
+      }
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });

@@ -181,7 +181,7 @@ struct LangevinUpdate {
 
 // Widest rows the CUDA thread-per-row kernels take (registers and shared memory; float64
 // takes twice the space); wider rows take the stepwise paths (matrix products, per-step kernels).
-inline int64_t cuda_gaussian_max_d(bool is_double) { return is_double ? 32 : 64; }
+inline int64_t cuda_gaussian_max_d(bool) { return 64; }
 inline int64_t cuda_langevin_max_d(bool is_double) { return is_double ? 32 : 64; }
 inline int64_t cuda_hmc_max_d(bool is_double) { return is_double ? 16 : 32; }
 constexpr int64_t kCpuGaussianMaxD = 64;  // wider Gaussian rows on the CPU: a matrix product (BLAS)

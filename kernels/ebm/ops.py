@@ -41,8 +41,8 @@ MODELS = {
 def gaussian_energy(x: torch.Tensor, mean: torch.Tensor, precision: torch.Tensor) -> torch.Tensor:
     """½(x−μ)ᵀP(x−μ) per row: x (B, D), mean (D,), precision (D, D) -> (B,).
 
-    Only ½(P + Pᵀ) matters, so P need not be symmetric. Any D: rows up to D = 64 (float64 on
-    CUDA: 32) are done in one pass over x, wider ones through a matrix product. Differentiable in x, mean, precision.
+    Only ½(P + Pᵀ) matters, so P need not be symmetric. Any D: rows up to D = 64 are done in
+    one pass over x, wider ones through a matrix product. Differentiable in x, mean, precision.
     dtypes: float32, float64, float16, bfloat16 (float32 accumulation); all three tensors alike.
     """
     return _ops.gaussian_energy(x, mean, precision)
