@@ -10,6 +10,8 @@ import math
 import pytest
 import torch
 from conftest import DEVICES, TOLERANCES, needs_cuda
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import loader
 
@@ -146,6 +148,79 @@ def test_torch_compile_fullgraph():
     compiled = torch.compile(f, fullgraph=True)
     for a, b in zip(compiled(x), f(x)):
         torch.testing.assert_close(a, b)
+
+
+@settings(max_examples=30, deadline=None)
+@given(device=st.sampled_from(DEVICES), dtype=st.sampled_from(DTYPES), model=st.sampled_from(["gaussian"] + LOCAL),
+       B=st.integers(0, 40), D=st.integers(1, 80), step=st.integers(1, 3), transpose=st.booleans(),
+       seed=st.integers(0, 2 ** 16))
+def test_property_energy_score_match_reference(device, dtype, model, B, D, step, transpose, seed):
+    # Random shapes, non-contiguous views (column steps, transposed storage) and dtypes.
+    if model == "rosenbrock":
+        D = max(D, 2)
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randn(D, B, step, generator=g) if transpose else torch.randn(B, D * step, generator=g)
+    x = (base[:, :, 0].T if transpose else base[:, ::step]).to(device, dtype)
+    if model == "gaussian":
+        params = dict(mean=torch.randn(D, generator=g).to(device, dtype), precision=spd(D, dtype, device))
+        args64 = dict(mean=params["mean"].double(), precision=params["precision"].double())
+    else:
+        params = args64 = PARAMS[model]
+    x64 = x.double()
+    e, s = ebm.energy(x, model, **params), ebm.score(x, model, **params)
+    assert e.shape == (B,) and s.shape == (B, D) and e.dtype == s.dtype == dtype
+    if B:
+        assert_close_scaled(e, ref.ENERGIES[model](x64, **args64), dtype)
+        assert_close_scaled(s, ref.SCORES[model](x64, **args64), dtype)
+
+
+@settings(max_examples=25, deadline=None)
+@given(device=st.sampled_from(DEVICES), dtype=st.sampled_from([torch.float32, torch.float64]),
+       model=st.sampled_from(["gaussian"] + LOCAL), B=st.integers(0, 20), D=st.integers(2, 70),
+       n_steps=st.integers(0, 4), thin=st.integers(0, 2))
+def test_property_chain_without_noise_matches_reference(device, dtype, model, B, D, n_steps, thin):
+    x = (0.5 * torch.randn(D, B, dtype=torch.float64)).T.to(device, dtype)  # not contiguous
+    step_size = 0.002 if model in ("rosenbrock", "rastrigin") else 0.02
+    if model == "gaussian":
+        params = dict(mean=torch.randn(D, dtype=dtype, device=device), precision=spd(D, dtype, device))
+        score = lambda y: ref.gaussian_score(y, params["mean"].double(), params["precision"].double())  # noqa: E731
+    else:
+        params = PARAMS[model]
+        score = lambda y: ref.SCORES[model](y, **params)  # noqa: E731
+    result = ebm.langevin_chain(x, model, n_steps, step_size, 0.0, thin=thin, **params)
+    out, traj = result if thin else (result, None)
+    expected = ref.langevin_chain(x.double(), score, n_steps, step_size, 0.0, thin=thin)
+    tol = 1e-9 if dtype == torch.float64 else 1e-4
+    torch.testing.assert_close(out.double(), expected[0] if thin else expected, rtol=tol, atol=tol)
+    if thin:
+        assert traj.shape == (n_steps // thin, B, D)
+        torch.testing.assert_close(traj.double(), expected[1], rtol=tol, atol=tol)
+
+
+def test_meta_shapes():
+    x = torch.empty(7, 5, device="meta")
+    mean, precision = torch.empty(5, device="meta"), torch.empty(5, 5, device="meta")
+    assert ebm.gaussian_energy(x, mean, precision).shape == (7,)
+    assert ebm.gaussian_score(x, mean, precision).shape == (7, 5)
+    assert ebm.ackley_score(x).shape == (7, 5) and ebm.rosenbrock_energy(x).shape == (7,)
+    out, traj = ebm.langevin_chain(x, "harmonic", 6, 0.1, thin=2)
+    assert out.shape == (7, 5) and traj.shape == (3, 7, 5)
+    out, acc, traj = ebm.hmc_chain(x, "gaussian", 4, 0.1, 2, thin=4, mean=mean, precision=precision)
+    assert out.shape == (7, 5) and acc.shape == (7,) and traj.shape == (1, 7, 5)
+    with pytest.raises(ValueError, match="mean"):
+        ebm.gaussian_energy(x, torch.empty(4, device="meta"), precision)
+
+
+def test_inplace_target_must_not_overlap(device):
+    x = torch.zeros(1, 5, device=device).expand(4, 5)
+    with pytest.raises(ValueError, match="x"):
+        ebm.langevin_step_(x, torch.zeros(4, 5, device=device), 0.1)
+    # grad sharing part of x's memory is read before x is written
+    buf = torch.randn(21, device=device)
+    y, g = buf[:20].view(4, 5), buf[1:21].view(4, 5)
+    expected = y - 0.1 * g
+    ebm.langevin_step_(y, g, 0.1, 0.0)
+    torch.testing.assert_close(y, expected)
 
 
 # ---------------------------------------------------------------- langevin_step
@@ -367,6 +442,13 @@ def bad_inputs(device):
         ("precision", lambda: ebm.hmc_chain(x, "gaussian", 5, 0.1, 2, mean=mean)),
         ("x", lambda: ebm.langevin_chain(x.half(), "harmonic", 5, 0.1)),
         ("x", lambda: ebm.hmc_chain(torch.randn(4, 1, device=device), "rosenbrock", 5, 0.1, 2)),
+        ("x", lambda: ebm.harmonic_score(torch.ones(4, 3, dtype=torch.bool, device=device))),
+        ("x", lambda: ebm.ackley_energy(torch.ones(4, 3, dtype=torch.complex64, device=device))),
+        ("x", lambda: ebm.langevin_step(torch.ones(4, 3, dtype=torch.int32, device=device), x, 0.1)),
+        ("c", lambda: ebm.ackley_score(x, c=float("inf"))),
+        ("clamp_max", lambda: ebm.langevin_step(x, x, 0.1, clamp=(None, float("nan")))),
+        ("params", lambda: ebm.langevin_chain(x, "rastrigin", 5, 0.1, a=float("inf"))),
+        ("x", lambda: ebm.rastrigin_energy(torch.empty(4, 0, device=device))),
     ]
 
 

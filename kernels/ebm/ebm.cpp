@@ -1,37 +1,61 @@
-// Family `ebm`: op schemas, argument checks and CPU kernels.
-// Energies and scores loop over rows (at::parallel_for); the chains run each row's
+// Family `ebm`: op schemas, the op functions and their CPU loops.
+// Each op is one function registered for CPU, CUDA and Meta: it checks its arguments,
+// allocates the outputs and stops there on the Meta device (fake tensors), then runs the
+// CPU loop or the CUDA launcher (ebm.cu). The parts made of ATen ops (wide Gaussian rows
+// through a matrix product, the stepwise chains for wide rows) live here too and serve
+// every device, so ebm.cu holds only custom kernels (and its cold nvcc time stays low).
+// Energies and scores loop over rows (at::parallel_for); the CPU chains run each row's
 // whole chain in one task, so a row's state stays in cache for all the steps.
 #include <ATen/Dispatch.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "ebm.h"
-#include "ebm_host.h"
-#include "jk.h"
 #include "cpu_loops.h"
+#include "ebm.h"
+#include "jk.h"
 #include "philox.h"
 
 namespace ebm {
 
-// ---------------------------------------------------------------- checks (shared with ebm.cu)
+#ifdef JK_WITH_CUDA
+// ebm.cu: launchers for contiguous tensors that ebm.cpp has checked and allocated.
+void local_rows_cuda(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score);
+void gaussian_rows_cuda(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision,
+                        const at::Tensor& out, bool score);
+void langevin_update_cuda(const at::Tensor& x, const at::Tensor& g, const at::Tensor& out, const at::Tensor& traj,
+                          const LangevinUpdate<double>& u, const std::optional<at::Generator>& generator);
+void langevin_chain_cuda(const at::Tensor& x, const at::Tensor& out, const at::Tensor& traj, const ModelSpec& spec,
+                         const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
+                         const LangevinUpdate<double>& u, int64_t thin, const std::optional<at::Generator>& generator);
+void hmc_chain_cuda(const at::Tensor& x, const at::Tensor& out, const at::Tensor& accept_rate, const at::Tensor& traj,
+                    const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
+                    double step_size, int64_t n_leapfrog, int64_t thin, const std::optional<at::Generator>& generator);
+#endif
+
+// ---------------------------------------------------------------- checks
 
 // x is a (B, D) batch of floating rows with D >= min_cols.
 void check_rows(const at::Tensor& x, int64_t min_cols) {
   jk::check_float(x, "x");
   jk::check_dim(x, "x", 2);
-  TORCH_CHECK_VALUE(x.size(1) >= min_cols, "x must have at least ", min_cols, " column(s) (D), got shape ",
-                    x.sizes());
+  TORCH_CHECK_VALUE(x.size(1) >= min_cols, "x must have at least ", std::to_string(min_cols),
+                    " column(s) (D), got shape ", jk::shape(x.sizes()));
 }
 
 void check_gaussian_args(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
@@ -41,11 +65,12 @@ void check_gaussian_args(const at::Tensor& x, const at::Tensor& mean, const at::
   jk::check_same_device(x, "x", precision, "precision");
   jk::check_same_dtype(x, "x", mean, "mean");
   jk::check_same_dtype(x, "x", precision, "precision");
-  TORCH_CHECK_VALUE(mean.dim() == 1 && mean.size(0) == D, "mean must have shape (D,) = (", D,
-                    ",) to match x of shape ", x.sizes(), ", got ", mean.sizes());
+  const std::string d = std::to_string(D);
+  TORCH_CHECK_VALUE(mean.dim() == 1 && mean.size(0) == D, "mean must have shape (D,) = (", d,
+                    ",) to match x of shape ", jk::shape(x.sizes()), ", got ", jk::shape(mean.sizes()));
   TORCH_CHECK_VALUE(precision.dim() == 2 && precision.size(0) == D && precision.size(1) == D,
-                    "precision must have shape (D, D) = (", D, ", ", D, ") to match x of shape ", x.sizes(),
-                    ", got ", precision.sizes());
+                    "precision must have shape (D, D) = (", d, ", ", d, ") to match x of shape ",
+                    jk::shape(x.sizes()), ", got ", jk::shape(precision.sizes()));
 }
 
 void check_step_args(const at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
@@ -54,12 +79,12 @@ void check_step_args(const at::Tensor& x, const at::Tensor& grad, double step_si
   jk::check_like(x, "x", grad, "grad");
   jk::check_positive(step_size, "step_size");
   TORCH_CHECK_VALUE(std::isfinite(noise_scale) && noise_scale >= 0, "noise_scale must be finite and >= 0, got ",
-                    noise_scale);
+                    jk::num(noise_scale));
   if (clamp_min) jk::check_finite(*clamp_min, "clamp_min");
   if (clamp_max) jk::check_finite(*clamp_max, "clamp_max");
   if (clamp_min && clamp_max)
-    TORCH_CHECK_VALUE(*clamp_min <= *clamp_max, "clamp: clamp_min (", *clamp_min, ") must be <= clamp_max (",
-                      *clamp_max, ")");
+    TORCH_CHECK_VALUE(*clamp_min <= *clamp_max, "clamp: clamp_min (", jk::num(*clamp_min),
+                      ") must be <= clamp_max (", jk::num(*clamp_max), ")");
 }
 
 // The model of a chain, by name, with its scalar parameters checked and padded.
@@ -85,7 +110,8 @@ ModelSpec parse_model(const at::Tensor& x, const std::string& model, const std::
   TORCH_CHECK_VALUE(found != nullptr, "model must be one of gaussian, double_well, harmonic, rosenbrock, ",
                     "rastrigin, ackley; got '", model, "'");
   TORCH_CHECK_VALUE(params.size() == found->n_params, "params for model '", model, "' must be ",
-                    found->param_names, " (", found->n_params, " values), got ", params.size(), " values");
+                    found->param_names, " (", std::to_string(found->n_params), " values), got ",
+                    std::to_string(params.size()), " values");
   ModelSpec spec{found->kind, {0.0, 0.0, 0.0}};
   for (size_t i = 0; i < params.size(); ++i) {
     jk::check_finite(params[i], "params");
@@ -105,20 +131,27 @@ ModelSpec parse_model(const at::Tensor& x, const std::string& model, const std::
 
 void check_chain_args(const at::Tensor& x, int64_t n_steps, double step_size, int64_t thin) {
   jk::check_float32_or_64(x, "x");
-  TORCH_CHECK_VALUE(n_steps >= 0, "n_steps must be >= 0, got ", n_steps);
+  TORCH_CHECK_VALUE(n_steps >= 0, "n_steps must be >= 0, got ", std::to_string(n_steps));
   jk::check_positive(step_size, "step_size");
-  TORCH_CHECK_VALUE(thin >= 0, "thin must be >= 0 (0: no trajectory), got ", thin);
+  TORCH_CHECK_VALUE(thin >= 0, "thin must be >= 0 (0: no trajectory), got ", std::to_string(thin));
 }
 
 int64_t n_saved(int64_t n_steps, int64_t thin) { return thin > 0 ? n_steps / thin : 0; }
 
+LangevinUpdate<double> make_update(double a, double tau, std::optional<double> clamp_min,
+                                   std::optional<double> clamp_max) {
+  const double inf = std::numeric_limits<double>::infinity();
+  return {a, tau, clamp_min.value_or(-inf), clamp_max.value_or(inf), clamp_min.has_value() || clamp_max.has_value()};
+}
+
 // ---------------------------------------------------------------- the Gaussian for large D (any device)
+
+inline at::Tensor symmetrized(const at::Tensor& precision) { return precision.add(precision.t()).mul_(0.5); }
 
 // Large D goes through a matrix product: S = (x − μ)·Psym, score = −S, energy = ½ Σ (x − μ)·S.
 at::Tensor gaussian_matmul(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, bool energy) {
-  const at::Tensor p_sym = precision.add(precision.t()).mul_(0.5);
   const at::Tensor diff = x.sub(mean);
-  at::Tensor s = at::matmul(diff, p_sym);
+  at::Tensor s = at::matmul(diff, symmetrized(precision));
   if (!energy) return s.neg_();
   const bool half = x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16;
   return half ? diff.mul(s).sum(1, false, at::kFloat).mul_(0.5).to(x.scalar_type()) : diff.mul_(s).sum(1).mul_(0.5);
@@ -215,45 +248,102 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
   });
 }
 
-at::Tensor local_cpu(const at::Tensor& x_in, Model kind, std::array<double, 3> p, bool score) {
-  check_rows(x_in, kind == Model::Rosenbrock ? 2 : 1);
-  const at::Tensor x = x_in.contiguous();
-  at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
+
+// Energy (out (B,)) or score (out (B, D)) of a local model, for contiguous x on any device.
+void local_rows(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score) {
+  if (x.size(0) == 0) return;
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    local_rows_cuda(x, out, spec, score);
+    return;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_local_cpu", [&] {
     using A = at::opmath_type<scalar_t>;
-    with_local_model<A>(kind, p.data(), [&](auto m) {
+    with_local_model<A>(spec.kind, spec.p, [&](auto m) {
       rows_cpu<scalar_t>(x, out, LocalRows<A, decltype(m)>{m}, score);
     });
   });
+}
+
+at::Tensor local_op(const at::Tensor& x, const ModelSpec& spec, bool score) {
+  check_rows(x, spec.kind == Model::Rosenbrock ? 2 : 1);
+  at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
+  if (x.is_meta()) return out;
+  local_rows(x.contiguous(), out, spec, score);
   return out;
 }
 
-at::Tensor gaussian_cpu(const at::Tensor& x_in, const at::Tensor& mean, const at::Tensor& precision, bool score) {
-  check_gaussian_args(x_in, mean, precision);
-  const at::Tensor x = x_in.contiguous();
+at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, bool score) {
+  check_gaussian_args(x, mean, precision);
   const int64_t D = x.size(1);
-  if (D > kGaussianSmallD) return gaussian_matmul(x, mean, precision, !score);
+  const int64_t max_d = x.is_cuda() ? cuda_gaussian_max_d(x.scalar_type() == at::kDouble) : kCpuGaussianMaxD;
+  if (D > max_d) return gaussian_matmul(x, mean, precision, !score);  // ATen ops: Meta included
   at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
+  if (x.is_meta() || x.size(0) == 0) return out;
+  const at::Tensor xc = x.contiguous(), mc = mean.contiguous(), pc = precision.contiguous();
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    gaussian_rows_cuda(xc, mc, pc, out, score);
+    return out;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_gaussian_cpu", [&] {
     using A = at::opmath_type<scalar_t>;
-    const GaussRows<A> rows(mean, precision, D, static_cast<scalar_t*>(nullptr));
-    rows_cpu<scalar_t>(x, out, rows, score);
+    rows_cpu<scalar_t>(xc, out, GaussRows<A>(mc, pc, D, static_cast<scalar_t*>(nullptr)), score);
   });
   return out;
 }
 
+at::Tensor gaussian_energy(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
+  return gaussian_op(x, mean, precision, false);
+}
+
+at::Tensor gaussian_score(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
+  return gaussian_op(x, mean, precision, true);
+}
+
+// The ten local energy/score ops: check the scalar parameters (by name), then local_op.
+template <bool kScore>
+at::Tensor double_well_op(const at::Tensor& x, double barrier_height, double b) {
+  jk::check_finite(barrier_height, "barrier_height");
+  jk::check_finite(b, "b");
+  return local_op(x, {Model::DoubleWell, {barrier_height, b, 0.0}}, kScore);
+}
+
+template <bool kScore>
+at::Tensor harmonic_op(const at::Tensor& x, double k) {
+  jk::check_finite(k, "k");
+  return local_op(x, {Model::Harmonic, {k, 0.0, 0.0}}, kScore);
+}
+
+template <bool kScore>
+at::Tensor rosenbrock_op(const at::Tensor& x, double a, double b) {
+  jk::check_finite(a, "a");
+  jk::check_finite(b, "b");
+  return local_op(x, {Model::Rosenbrock, {a, b, 0.0}}, kScore);
+}
+
+template <bool kScore>
+at::Tensor rastrigin_op(const at::Tensor& x, double a) {
+  jk::check_finite(a, "a");
+  return local_op(x, {Model::Rastrigin, {a, 0.0, 0.0}}, kScore);
+}
+
+template <bool kScore>
+at::Tensor ackley_op(const at::Tensor& x, double a, double b, double c) {
+  jk::check_finite(a, "a");
+  jk::check_finite(b, "b");
+  jk::check_finite(c, "c");
+  return local_op(x, {Model::Ackley, {a, b, c}}, kScore);
+}
 
 // ---------------------------------------------------------------- Langevin step
 
-LangevinUpdate<double> make_update(double a, double tau, std::optional<double> clamp_min,
-                                   std::optional<double> clamp_max) {
-  const double inf = std::numeric_limits<double>::infinity();
-  return {a, tau, clamp_min.value_or(-inf), clamp_max.value_or(inf), clamp_min.has_value() || clamp_max.has_value()};
-}
-
-// out = x + a·g + τ·ε elementwise; four elements per Philox draw (counter = group index).
+// out = x + a·g + τ·ε elementwise (also into traj when defined); four elements per Philox
+// draw (counter = group index).
 template <typename T>
-void langevin_update_cpu(const T* x, const T* g, T* out, int64_t n, const LangevinUpdate<double>& u,
+void langevin_update_cpu(const T* x, const T* g, T* out, T* traj, int64_t n, const LangevinUpdate<double>& u,
                          jk::PhiloxSeed seed) {
   using A = at::opmath_type<T>;
   const LangevinUpdate<A> upd{A(u.a), A(u.tau), A(u.lo), A(u.hi), u.clamp};
@@ -264,43 +354,59 @@ void langevin_update_cpu(const T* x, const T* g, T* out, int64_t n, const Langev
       for (int k = 0; k < 4 && 4 * q + k < n; ++k) {
         const int64_t i = 4 * q + k;
         out[i] = static_cast<T>(upd(static_cast<A>(x[i]), static_cast<A>(g[i]), static_cast<A>(lane(z, k))));
+        if (traj != nullptr) traj[i] = out[i];
       }
     }
   });
 }
 
-void langevin_step_into_cpu(const at::Tensor& x, const at::Tensor& grad, const at::Tensor& out, double step_size,
-                            double noise_scale, std::optional<double> clamp_min, std::optional<double> clamp_max,
-                            const std::optional<at::Generator>& generator) {
-  const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
+// out (and traj, when defined) = x + a·g + τ·ε for contiguous tensors of one dtype, any device.
+// x and out may be the same tensor.
+void langevin_update(const at::Tensor& x, const at::Tensor& g, const at::Tensor& out, const at::Tensor& traj,
+                     const LangevinUpdate<double>& u, const std::optional<at::Generator>& generator) {
+  if (x.numel() == 0) return;
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    langevin_update_cuda(x, g, out, traj, u, generator);
+    return;
+  }
+#endif
   const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_langevin_step_cpu", [&] {
-    langevin_update_cpu<scalar_t>(x.const_data_ptr<scalar_t>(), grad.const_data_ptr<scalar_t>(),
-                                  out.mutable_data_ptr<scalar_t>(), x.numel(), u, seed);
+    langevin_update_cpu<scalar_t>(x.const_data_ptr<scalar_t>(), g.const_data_ptr<scalar_t>(),
+                                  out.mutable_data_ptr<scalar_t>(),
+                                  traj.defined() ? traj.mutable_data_ptr<scalar_t>() : nullptr, x.numel(), u, seed);
   });
 }
 
-at::Tensor langevin_step_cpu(const at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
-                             std::optional<double> clamp_min, std::optional<double> clamp_max,
-                             std::optional<at::Generator> generator) {
+at::Tensor langevin_step(const at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
+                         std::optional<double> clamp_min, std::optional<double> clamp_max,
+                         std::optional<at::Generator> generator) {
   check_step_args(x, grad, step_size, noise_scale, clamp_min, clamp_max);
-  const at::Tensor xc = x.contiguous(), gc = grad.contiguous();
   at::Tensor out = at::empty(x.sizes(), x.options());
-  langevin_step_into_cpu(xc, gc, out, step_size, noise_scale, clamp_min, clamp_max, generator);
+  if (x.is_meta()) return out;
+  langevin_update(x.contiguous(), grad.contiguous(), out, at::Tensor(),
+                  make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max), generator);
   return out;
 }
 
-at::Tensor& langevin_step_inplace_cpu(at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
-                                      std::optional<double> clamp_min, std::optional<double> clamp_max,
-                                      std::optional<at::Generator> generator) {
+at::Tensor& langevin_step_(at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
+                           std::optional<double> clamp_min, std::optional<double> clamp_max,
+                           std::optional<at::Generator> generator) {
   check_step_args(x, grad, step_size, noise_scale, clamp_min, clamp_max);
-  const at::Tensor gc = grad.contiguous();
-  if (x.is_contiguous()) {  // each element is read before it is written, by the same task
-    langevin_step_into_cpu(x, gc, x, step_size, noise_scale, clamp_min, clamp_max, generator);
+  TORCH_CHECK_VALUE(at::has_internal_overlap(x) != at::MemOverlap::Yes,
+                    "x (updated in place) has elements that share memory (e.g. an expanded tensor); pass x.clone()");
+  if (x.is_meta()) return x;
+  // Each element is read before it is written by the same thread, so grad may be x itself;
+  // a grad that shares only part of x's memory is copied first.
+  const bool aliased = at::get_overlap_status(x, grad) != at::MemOverlapStatus::No && !x.is_same(grad);
+  const at::Tensor gc = aliased ? grad.clone(at::MemoryFormat::Contiguous) : grad.contiguous();
+  const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
+  if (x.is_contiguous()) {
+    langevin_update(x, gc, x, at::Tensor(), u, generator);
   } else {
-    const at::Tensor xc = x.contiguous();
     at::Tensor out = at::empty(x.sizes(), x.options());
-    langevin_step_into_cpu(xc, gc, out, step_size, noise_scale, clamp_min, clamp_max, generator);
+    langevin_update(x.contiguous(), gc, out, at::Tensor(), u, generator);
     x.copy_(out);
   }
   return x;
@@ -382,52 +488,79 @@ void hmc_rows_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int64
 
 // Calls f(rows) with the row object of the chain's model, in dtype A.
 template <typename A, typename F>
-void with_rows(const ModelSpec& spec, const std::optional<at::Tensor>& mean,
-               const std::optional<at::Tensor>& precision, int64_t D, F&& f) {
+void with_rows(const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t D, F&& f) {
   if (spec.kind == Model::Gaussian) {
-    f(GaussRows<A>(*mean, *precision, D, static_cast<const A*>(nullptr)));
+    f(GaussRows<A>(mean, precision, D, static_cast<const A*>(nullptr)));
   } else {
     with_local_model<A>(spec.kind, spec.p, [&](auto m) { f(LocalRows<A, decltype(m)>{m}); });
   }
 }
 
-std::tuple<at::Tensor, at::Tensor> langevin_chain_cpu(const at::Tensor& x, const std::string& model,
-                                                      const std::optional<at::Tensor>& mean,
-                                                      const std::optional<at::Tensor>& precision,
-                                                      at::ArrayRef<double> params, int64_t n_steps, double step_size,
-                                                      double noise_scale, int64_t thin,
-                                                      std::optional<double> clamp_min,
-                                                      std::optional<double> clamp_max,
-                                                      std::optional<at::Generator> generator) {
+
+// Langevin for wide rows, any device: per step the score (one addmm for the Gaussian, the
+// local score kernel otherwise) and one fused update (noise + step + clamp + trajectory).
+void langevin_stepwise(const at::Tensor& state, at::Tensor& traj, const ModelSpec& spec,
+                       const std::optional<at::Tensor>& mean, const std::optional<at::Tensor>& precision,
+                       int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
+                       const std::optional<at::Generator>& generator) {
+  at::Tensor s = at::empty(state.sizes(), state.options());
+  at::Tensor neg_p, pmu;
+  if (spec.kind == Model::Gaussian) {
+    const at::Tensor p_sym = symmetrized(*precision);
+    neg_p = p_sym.neg();
+    pmu = at::matmul(p_sym, *mean);
+  }
+  const LangevinUpdate<double> along_score{-u.a, u.tau, u.lo, u.hi, u.clamp};  // x + η·score
+  for (int64_t step = 0; step < n_steps; ++step) {
+    if (spec.kind == Model::Gaussian) {
+      at::addmm_out(s, pmu, state, neg_p);
+    } else {
+      local_rows(state, s, spec, true);
+    }
+    const bool save = thin > 0 && (step + 1) % thin == 0;
+    langevin_update(state, s, state, save ? traj.select(0, (step + 1) / thin - 1) : at::Tensor(), along_score,
+                    generator);
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std::string& model,
+                                                  const std::optional<at::Tensor>& mean,
+                                                  const std::optional<at::Tensor>& precision,
+                                                  at::ArrayRef<double> params, int64_t n_steps, double step_size,
+                                                  double noise_scale, int64_t thin, std::optional<double> clamp_min,
+                                                  std::optional<double> clamp_max,
+                                                  std::optional<at::Generator> generator) {
   check_chain_args(x, n_steps, step_size, thin);
   const ModelSpec spec = parse_model(x, model, mean, precision, params);
   check_step_args(x, x, step_size, noise_scale, clamp_min, clamp_max);
-  const at::Tensor xc = x.contiguous();
   const int64_t B = x.size(0), D = x.size(1);
   at::Tensor out = at::empty(x.sizes(), x.options());
   at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
+  if (x.is_meta() || B == 0) return {out, traj};
+  const at::Tensor xc = x.contiguous();
   const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
-  if (spec.kind == Model::Gaussian && D > kGaussianSmallD) {  // BLAS per step beats a row-by-row matvec
-    at::Tensor state = xc.clone(), s = at::empty(x.sizes(), x.options());
-    const at::Tensor p_sym = precision->add(precision->t()).mul_(0.5);
-    const at::Tensor neg_p = p_sym.neg(), pmu = at::matmul(p_sym, *mean);
-    const LangevinUpdate<double> along_score{-u.a, u.tau, u.lo, u.hi, u.clamp};  // x + η·score
-    for (int64_t step = 0; step < n_steps; ++step) {
-      at::addmm_out(s, pmu, state, neg_p);
-      const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
-      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_langevin_chain_cpu", [&] {
-        langevin_update_cpu<scalar_t>(state.const_data_ptr<scalar_t>(), s.const_data_ptr<scalar_t>(),
-                                      state.mutable_data_ptr<scalar_t>(), state.numel(), along_score, seed);
-      });
-      if (thin > 0 && (step + 1) % thin == 0) traj.select(0, (step + 1) / thin - 1).copy_(state);
-    }
-    return {state, traj};
+  const bool is_double = x.scalar_type() == at::kDouble;
+  const bool stepwise = x.is_cuda() ? D > cuda_langevin_max_d(is_double)
+                                    : spec.kind == Model::Gaussian && D > kCpuGaussianMaxD;  // BLAS per step
+  if (stepwise) {
+    out.copy_(xc);
+    langevin_stepwise(out, traj, spec, mean ? std::optional<at::Tensor>(mean->contiguous()) : mean,
+                      precision ? std::optional<at::Tensor>(precision->contiguous()) : precision, n_steps, u, thin,
+                      generator);
+    return {out, traj};
   }
+  const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    langevin_chain_cuda(xc, out, traj, spec, mc, pc, n_steps, u, thin, generator);
+    return {out, traj};
+  }
+#endif
   const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_langevin_chain_cpu", [&] {
     using T = scalar_t;
     const LangevinUpdate<T> upd{T(u.a), T(u.tau), T(u.lo), T(u.hi), u.clamp};
-    with_rows<T>(spec, mean, precision, D, [&](const auto& rows) {
+    with_rows<T>(spec, mc, pc, D, [&](const auto& rows) {
       langevin_rows_cpu<T>(rows, xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, D,
                            n_steps, upd, thin, seed);
     });
@@ -435,24 +568,67 @@ std::tuple<at::Tensor, at::Tensor> langevin_chain_cpu(const at::Tensor& x, const
   return {out, traj};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain_cpu(const at::Tensor& x, const std::string& model,
-                                                             const std::optional<at::Tensor>& mean,
-                                                             const std::optional<at::Tensor>& precision,
-                                                             at::ArrayRef<double> params, int64_t n_steps,
-                                                             double step_size, int64_t n_leapfrog, int64_t thin,
-                                                             std::optional<at::Generator> generator) {
+// HMC for wide rows on the GPU, composed of ATen ops and the energy/score ops: no host sync.
+void hmc_stepwise(const at::Tensor& x, at::Tensor& state, at::Tensor& accepted, at::Tensor& traj,
+                  const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
+                  double eps, int64_t n_leapfrog, int64_t thin, const std::optional<at::Generator>& generator) {
+  const int64_t B = x.size(0);
+  const auto energy = [&](const at::Tensor& y) {
+    return spec.kind == Model::Gaussian ? gaussian_op(y, mean, precision, false) : local_op(y, spec, false);
+  };
+  const auto score = [&](const at::Tensor& y) {
+    return spec.kind == Model::Gaussian ? gaussian_op(y, mean, precision, true) : local_op(y, spec, true);
+  };
+  state.copy_(x);
+  accepted.zero_();
+  for (int64_t step = 0; step < n_steps; ++step) {
+    const at::Tensor mom = at::randn(x.sizes(), generator, x.options());
+    const at::Tensor h0 = energy(state).add(mom.mul(mom).sum(1), 0.5);
+    at::Tensor xn = state.clone();
+    at::Tensor pn = mom.add(score(xn), 0.5 * eps);
+    for (int64_t l = 0; l < n_leapfrog; ++l) {
+      xn.add_(pn, eps);
+      pn.add_(score(xn), l + 1 == n_leapfrog ? 0.5 * eps : eps);
+    }
+    const at::Tensor h1 = energy(xn).add(pn.mul(pn).sum(1), 0.5);
+    const at::Tensor accept = at::rand({B}, generator, x.options()).log_().lt(h0.sub(h1));  // NaN: rejected
+    state.copy_(at::where(accept.unsqueeze(1), xn, state));
+    accepted.add_(accept);
+    if (thin > 0 && (step + 1) % thin == 0) traj.select(0, (step + 1) / thin - 1).copy_(state);
+  }
+  if (n_steps > 0) accepted.div_(double(n_steps));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, const std::string& model,
+                                                         const std::optional<at::Tensor>& mean,
+                                                         const std::optional<at::Tensor>& precision,
+                                                         at::ArrayRef<double> params, int64_t n_steps,
+                                                         double step_size, int64_t n_leapfrog, int64_t thin,
+                                                         std::optional<at::Generator> generator) {
   check_chain_args(x, n_steps, step_size, thin);
-  TORCH_CHECK_VALUE(n_leapfrog >= 1, "n_leapfrog must be >= 1, got ", n_leapfrog);
+  TORCH_CHECK_VALUE(n_leapfrog >= 1, "n_leapfrog must be >= 1, got ", std::to_string(n_leapfrog));
   const ModelSpec spec = parse_model(x, model, mean, precision, params);
-  const at::Tensor xc = x.contiguous();
   const int64_t B = x.size(0), D = x.size(1);
   at::Tensor out = at::empty(x.sizes(), x.options());
   at::Tensor acc = at::empty({B}, x.options());
   at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
+  if (x.is_meta() || B == 0) return {out, acc, traj};
+  const at::Tensor xc = x.contiguous();
+  const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    if (D > cuda_hmc_max_d(x.scalar_type() == at::kDouble)) {
+      hmc_stepwise(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
+    } else {
+      hmc_chain_cuda(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
+    }
+    return {out, acc, traj};
+  }
+#endif
   const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_hmc_chain_cpu", [&] {
     using T = scalar_t;
-    with_rows<T>(spec, mean, precision, D, [&](const auto& rows) {
+    with_rows<T>(spec, mc, pc, D, [&](const auto& rows) {
       hmc_rows_cpu<T>(rows, xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), acc.mutable_data_ptr<T>(),
                       traj.mutable_data_ptr<T>(), B, D, n_steps, T(step_size), n_leapfrog, thin, seed);
     });
@@ -461,14 +637,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain_cpu(const at::Tensor& x
 }
 
 // ---------------------------------------------------------------- registration
-
-at::Tensor gaussian_energy_cpu(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
-  return gaussian_cpu(x, mean, precision, false);
-}
-
-at::Tensor gaussian_score_cpu(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
-  return gaussian_cpu(x, mean, precision, true);
-}
 
 JK_LIBRARY(m) {
   m.def("gaussian_energy(Tensor x, Tensor mean, Tensor precision) -> Tensor");
@@ -494,14 +662,29 @@ JK_LIBRARY(m) {
         "float step_size, int n_leapfrog, int thin=0, Generator? generator=None) -> (Tensor, Tensor, Tensor)");
 }
 
-JK_LIBRARY_IMPL(CPU, m) {
-  m.impl("gaussian_energy", &gaussian_energy_cpu);
-  m.impl("gaussian_score", &gaussian_score_cpu);
-  EBM_IMPL_LOCAL_OPS(m, local_cpu);
-  m.impl("langevin_step", &langevin_step_cpu);
-  m.impl("langevin_step_", &langevin_step_inplace_cpu);
-  m.impl("langevin_chain", &langevin_chain_cpu);
-  m.impl("hmc_chain", &hmc_chain_cpu);
-}
+// The same functions serve every backend.
+#define EBM_IMPL_ALL(m)                                                  \
+  m.impl("gaussian_energy", &gaussian_energy);                           \
+  m.impl("gaussian_score", &gaussian_score);                             \
+  m.impl("double_well_energy", &double_well_op<false>);                  \
+  m.impl("double_well_score", &double_well_op<true>);                    \
+  m.impl("harmonic_energy", &harmonic_op<false>);                        \
+  m.impl("harmonic_score", &harmonic_op<true>);                          \
+  m.impl("rosenbrock_energy", &rosenbrock_op<false>);                    \
+  m.impl("rosenbrock_score", &rosenbrock_op<true>);                      \
+  m.impl("rastrigin_energy", &rastrigin_op<false>);                      \
+  m.impl("rastrigin_score", &rastrigin_op<true>);                        \
+  m.impl("ackley_energy", &ackley_op<false>);                            \
+  m.impl("ackley_score", &ackley_op<true>);                              \
+  m.impl("langevin_step", &langevin_step);                               \
+  m.impl("langevin_step_", &langevin_step_);                             \
+  m.impl("langevin_chain", &langevin_chain);                             \
+  m.impl("hmc_chain", &hmc_chain)
+
+JK_LIBRARY_IMPL(CPU, m) { EBM_IMPL_ALL(m); }
+JK_LIBRARY_IMPL(Meta, m) { EBM_IMPL_ALL(m); }
+#ifdef JK_WITH_CUDA
+JK_LIBRARY_IMPL(CUDA, m) { EBM_IMPL_ALL(m); }
+#endif
 
 }  // namespace ebm

@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "philox.h"
 
@@ -39,11 +40,32 @@ struct RowConst {
   A c0, c1;
 };
 
+// cos(πt) and sin(πt). On the GPU cospif/sinpif: the argument reduction of a multiple of π
+// is exact and cheap, where cosf(2πx) pays for a general range reduction (a slow path with
+// local memory for large arguments). The 2π (or c) of a model is folded into t on the host.
+template <typename A>
+C10_HOST_DEVICE inline A cos_pi(A t) {
+#ifdef __CUDA_ARCH__
+  if constexpr (std::is_same<A, float>::value) return cospif(t); else return cospi(t);
+#else
+  return std::cos(A(kPi) * t);
+#endif
+}
+
+template <typename A>
+C10_HOST_DEVICE inline A sin_pi(A t) {
+#ifdef __CUDA_ARCH__
+  if constexpr (std::is_same<A, float>::value) return sinpif(t); else return sinpi(t);
+#else
+  return std::sin(A(kPi) * t);
+#endif
+}
+
 // ½k·Σxᵢ²
 template <typename A>
 struct Harmonic {
   A k;
-  static constexpr bool kStats = false;
+  static constexpr bool kStats = false, kNeighbours = false;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A, bool) const { return A(0.5) * k * x * x; }
   C10_HOST_DEVICE A finish(A sum, A, A, int64_t) const { return sum; }
@@ -55,7 +77,7 @@ struct Harmonic {
 template <typename A>
 struct DoubleWell {
   A h, b;
-  static constexpr bool kStats = false;
+  static constexpr bool kStats = false, kNeighbours = false;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A, bool) const {
     const A u = x * x - b * b;
@@ -70,7 +92,7 @@ struct DoubleWell {
 template <typename A>
 struct Rosenbrock {
   A a, b;
-  static constexpr bool kStats = false;
+  static constexpr bool kStats = false, kNeighbours = true;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A x_next, bool has_next) const {
     if (!has_next) return A(0);
@@ -91,30 +113,26 @@ struct Rosenbrock {
 template <typename A>
 struct Rastrigin {
   A a;
-  static constexpr bool kStats = false;
+  static constexpr bool kStats = false, kNeighbours = false;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
-  C10_HOST_DEVICE A term(A x, A, bool) const {
-    using std::cos;
-    return x * x - a * cos(A(2 * kPi) * x);
-  }
+  C10_HOST_DEVICE A term(A x, A, bool) const { return x * x - a * cos_pi(A(2) * x); }
   C10_HOST_DEVICE A finish(A sum, A, A, int64_t D) const { return sum + a * static_cast<A>(D); }
   C10_HOST_DEVICE RowConst<A> prepare(A, A, int64_t) const { return {A(0), A(0)}; }
   C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A>) const {
-    using std::sin;
-    return A(2) * x + A(2 * kPi) * a * sin(A(2 * kPi) * x);
+    return A(2) * x + A(2 * kPi) * a * sin_pi(A(2) * x);
   }
 };
 
 // −a·exp(−b·√(Σxᵢ²/D)) − exp(Σcos(c·xᵢ)/D) + a + e. At x = 0 the first term has no
-// gradient (√ at 0); we use 0 there, the subgradient at the minimum.
+// gradient (√ at 0); we use 0 there, the subgradient at the minimum. c_pi = c/π (in
+// double on the host), so cos(c·x) = cos_pi(c_pi·x).
 template <typename A>
 struct Ackley {
-  A a, b, c;
-  static constexpr bool kStats = true;
+  A a, b, c, c_pi;
+  static constexpr bool kStats = true, kNeighbours = false;
   C10_HOST_DEVICE void stats(A x, A& s0, A& s1) const {
-    using std::cos;
     s0 += x * x;
-    s1 += cos(c * x);
+    s1 += cos_pi(c_pi * x);
   }
   C10_HOST_DEVICE A term(A, A, bool) const { return A(0); }
   C10_HOST_DEVICE A finish(A, A s0, A s1, int64_t D) const {
@@ -130,14 +148,11 @@ struct Ackley {
     const A r = sqrt(s0 / n);
     return {r > A(0) ? a * b * exp(-b * r) / (n * r) : A(0), exp(s1 / n) * c / n};
   }
-  C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A> rc) const {
-    using std::sin;
-    return rc.c0 * x + rc.c1 * sin(c * x);
-  }
+  C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A> rc) const { return rc.c0 * x + rc.c1 * sin_pi(c_pi * x); }
 };
 
-// Calls f(model) with the functor of `kind` built from params (the checked, padded
-// scalar parameters). Not for Model::Gaussian.
+// Calls f(model) with the functor of `kind` built from p (the checked, padded scalar
+// parameters). Not for Model::Gaussian.
 template <typename A, typename F>
 void with_local_model(Model kind, const double* p, F&& f) {
   switch (kind) {
@@ -145,7 +160,7 @@ void with_local_model(Model kind, const double* p, F&& f) {
     case Model::Harmonic: f(Harmonic<A>{A(p[0])}); break;
     case Model::Rosenbrock: f(Rosenbrock<A>{A(p[0]), A(p[1])}); break;
     case Model::Rastrigin: f(Rastrigin<A>{A(p[0])}); break;
-    case Model::Ackley: f(Ackley<A>{A(p[0]), A(p[1]), A(p[2])}); break;
+    case Model::Ackley: f(Ackley<A>{A(p[0]), A(p[1]), A(p[2]), A(p[2] / kPi)}); break;
     default: break;
   }
 }
@@ -163,6 +178,13 @@ struct LangevinUpdate {
     return y;
   }
 };
+
+// Widest rows the CUDA thread-per-row kernels take (registers and shared memory; float64
+// takes twice the space); wider rows take the stepwise paths (matrix products, per-step kernels).
+inline int64_t cuda_gaussian_max_d(bool) { return 64; }
+inline int64_t cuda_langevin_max_d(bool is_double) { return is_double ? 32 : 64; }
+inline int64_t cuda_hmc_max_d(bool is_double) { return is_double ? 16 : 32; }
+constexpr int64_t kCpuGaussianMaxD = 64;  // wider Gaussian rows on the CPU: a matrix product (BLAS)
 
 // Element k (0..3) of four normals.
 C10_HOST_DEVICE inline float lane(const jk::Float4& z, int k) {

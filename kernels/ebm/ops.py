@@ -8,6 +8,7 @@ dtypes: energies, scores and langevin_step take float32, float64, float16 and bf
 (half types accumulate in float32); the chains (compute-bound) take float32 and float64.
 Random numbers come from PyTorch's generator (Philox), so torch.manual_seed reproduces
 a run on the same device, and CUDA graphs can capture the ops. No op syncs with the host.
+Shapes under fake tensors (torch.compile, opcheck) come from the ops' Meta registration in C++.
 """
 import math
 from numbers import Real
@@ -140,16 +141,6 @@ def score(x: torch.Tensor, model: str, **params) -> torch.Tensor:
 
 _LOCAL = ["double_well", "harmonic", "rosenbrock", "rastrigin", "ackley"]
 
-for _name in ["gaussian"] + _LOCAL:
-    @torch.library.register_fake(f"{NAMESPACE}::{_name}_energy")
-    def _energy_fake(x, *args):
-        return x.new_empty(x.shape[:1])
-
-    @torch.library.register_fake(f"{NAMESPACE}::{_name}_score")
-    def _score_fake(x, *args):
-        return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
 def _local_setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[0])
     ctx.params = inputs[1:]
@@ -222,17 +213,6 @@ def langevin_step_(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_
     return _ops.langevin_step_(x, grad, step_size, noise_scale, lo, hi, generator)
 
 
-@torch.library.register_fake(f"{NAMESPACE}::langevin_step")
-def _langevin_step_fake(x, grad, step_size, noise_scale=1.0, clamp_min=None, clamp_max=None, generator=None):
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
-
-
-@torch.library.register_fake(f"{NAMESPACE}::langevin_step_")
-def _langevin_step_inplace_fake(x, grad, step_size, noise_scale=1.0, clamp_min=None, clamp_max=None,
-                                generator=None):
-    return x
-
-
 def _langevin_step_setup(ctx, inputs, output):
     ctx.step_size = inputs[2]
     ctx.bounds = inputs[4], inputs[5]
@@ -292,22 +272,6 @@ def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_lea
     mean, precision, args = _model_args(model, params)
     out, acc, traj = _ops.hmc_chain(x, model, mean, precision, args, n_steps, step_size, n_leapfrog, thin, generator)
     return (out, acc, traj) if thin > 0 else (out, acc)
-
-
-def _n_saved(n_steps, thin):
-    return n_steps // thin if thin > 0 else 0
-
-
-@torch.library.register_fake(f"{NAMESPACE}::langevin_chain")
-def _langevin_chain_fake(x, model, mean, precision, params, n_steps, step_size, noise_scale=1.0, thin=0,
-                         clamp_min=None, clamp_max=None, generator=None):
-    return torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty((_n_saved(n_steps, thin), *x.shape))
-
-
-@torch.library.register_fake(f"{NAMESPACE}::hmc_chain")
-def _hmc_chain_fake(x, model, mean, precision, params, n_steps, step_size, n_leapfrog, thin=0, generator=None):
-    return (torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(x.shape[:1]),
-            x.new_empty((_n_saved(n_steps, thin), *x.shape)))
 
 
 # ---------------------------------------------------------------- several GPUs
