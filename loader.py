@@ -13,6 +13,8 @@ alone (no ninja, no subprocess, no lock). Run `python loader.py --help` for the 
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -22,6 +24,7 @@ import platform
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -185,12 +188,19 @@ class _Spec:
         return f"C++ + CUDA sm_{self.arch_list.replace('.', '')}" if self.cuda else "C++"
 
     def cached_build_complete(self) -> bool:
-        """True when the published library is there, whole (size as recorded)."""
+        """True when the published library is there and unaltered (sha256 as recorded).
+
+        The hash, not just the size, so a library damaged in place (same size, other
+        bytes) is rebuilt instead of loaded: a few ms for a 10 MB library."""
         try:
             manifest = json.loads((self.out_dir / MANIFEST).read_text())
-            return self.library.stat().st_size == manifest["library_bytes"]
+            return _sha256(self.library) == manifest["library_sha256"]
         except (OSError, ValueError, KeyError):
             return False
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # ---------------------------------------------------------------- building
@@ -302,6 +312,48 @@ def _ninja_step_seconds(build_dir: Path) -> dict[str, float]:
     return steps
 
 
+# Errors of a write into the cache, and what the user can do about each.
+_NO_SPACE = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST}
+_NO_SPACE_TEXT = re.compile((r"no space left on device|file too large|file size limit exceeded|"
+                            r"disk quota exceeded"), re.IGNORECASE)
+
+
+def _cache_write_error(exc: OSError, spec: _Spec) -> BuildError | None:
+    """The one-sentence error for a failed write into the cache, or None if `exc` is something else."""
+    if exc.errno in _NO_SPACE:
+        return BuildError(f"{exc.strerror} while writing {exc.filename or spec.family_cache}: free space under "
+                          f"{cache_dir()} or set JITKERNELS_CACHE to a folder with room, then load {spec.name!r} again.")
+    if exc.errno in _NOT_WRITABLE:
+        return BuildError(f"the jitkernels cache folder {cache_dir()} is not writable ({exc.strerror}: "
+                          f"{exc.filename}), so {spec.name!r} cannot be built: set JITKERNELS_CACHE to a writable folder.")
+    return None
+
+
+def _compile_error(spec: _Spec, log: str, build_dir: Path) -> BuildError:
+    """The first compiler error (or the full disk that stopped the compiler), and where the full log is."""
+    log_path = spec.family_cache / f"build-{spec.key[:12]}.log"
+    try:
+        log_path.write_text(log)
+        where = f"full log: {log_path}"
+    except OSError as exc:  # the disk may be the very problem
+        where = f"the log could not be written to {log_path} ({exc.strerror})"
+    full = next((line.strip() for line in log.splitlines() if _NO_SPACE_TEXT.search(line)), None)
+    if full:
+        return BuildError(f"{full}\nthe disk filled up while writing {build_dir} (or the temporary folder) for "
+                          f"family {spec.name!r}: free space under {cache_dir()} or set JITKERNELS_CACHE to a folder "
+                          f"with room, then load it again; {where}")
+    return BuildError(f"{_first_compiler_error(log)}\n"
+                      f"building family {spec.name!r} ({spec.halves()}) failed; {where}")
+
+
+def _clear_leftovers(spec: _Spec) -> None:
+    """Delete build folders of builders that were killed: only lock holders build, so none is in use."""
+    for path in spec.family_cache.glob("build-*"):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def _build(spec: _Spec) -> None:
     """Compile the family into a private folder and publish it at spec.out_dir by rename.
 
@@ -309,9 +361,10 @@ def _build(spec: _Spec) -> None:
     cpp_extension = _cpp_extension()
 
     _check_toolchain(spec)
-    build_dir = spec.family_cache / f"build-{spec.key}"
-    shutil.rmtree(build_dir, ignore_errors=True)  # a killed builder's leftovers are never trusted
-    build_dir.mkdir(parents=True)
+    _clear_leftovers(spec)
+    # A new folder per build, never a reused one: the compilers of a killed builder may still
+    # be writing into its folder, and must not write into this build.
+    build_dir = Path(tempfile.mkdtemp(prefix=f"build-{spec.key[:12]}-", dir=spec.family_cache))
     defines = [f"-DJK_NAMESPACE={spec.namespace}"] + (["-DJK_WITH_CUDA"] if spec.cuda else [])
     saved_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if spec.cuda:
@@ -331,10 +384,9 @@ def _build(spec: _Spec) -> None:
                 is_python_module=False,
             )
     except Exception as exc:  # the compiler's output is in the message
-        log_path = spec.family_cache / f"build-{spec.key[:12]}.log"
-        log_path.write_text(str(exc))
-        raise BuildError(f"{_first_compiler_error(str(exc))}\n"
-                         f"building family {spec.name!r} ({spec.halves()}) failed; full log: {log_path}") from None
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise  # a write that failed (full disk, read-only cache): _load_library says what to do
+        raise _compile_error(spec, str(exc), build_dir) from None
     finally:
         if saved_arch is None:
             os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
@@ -342,46 +394,73 @@ def _build(spec: _Spec) -> None:
             os.environ["TORCH_CUDA_ARCH_LIST"] = saved_arch
     _loaded_namespaces.add(spec.namespace)  # cpp_extension.load already loaded it
 
-    staging = spec.family_cache / f".staging-{spec.key}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = build_dir / "publish"
     staging.mkdir()
     shutil.copy2(build_dir / spec.library.name, staging / spec.library.name)
     manifest = {
         "family": spec.name, "key": spec.key, "namespace": spec.namespace, "cuda": spec.cuda,
         "archs": spec.arch_list, "torch": torch.__version__,
         "library_bytes": (staging / spec.library.name).stat().st_size,
+        "library_sha256": _sha256(staging / spec.library.name),
         "build_seconds": round(time.perf_counter() - start, 2),
         "step_seconds": _ninja_step_seconds(build_dir),
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
-    shutil.rmtree(spec.out_dir, ignore_errors=True)  # a torn earlier publish
+    if spec.out_dir.exists():  # published earlier but damaged since (cached_build_complete said no)
+        print(f"[jitkernels] replacing the damaged cached build at {spec.out_dir}", file=sys.stderr, flush=True)
+        shutil.rmtree(spec.out_dir, ignore_errors=True)
     os.rename(staging, spec.out_dir)  # atomic: readers see all of it or nothing
     shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _load_cached(spec: _Spec) -> bool:
+    """Load the published build if it is whole; False when it has to be built."""
+    if not spec.cached_build_complete():
+        return False
+    try:
+        torch.ops.load_library(str(spec.library))
+    except OSError as exc:  # whole but unloadable: rebuilding is the one thing that can help
+        print(f"[jitkernels] the cached build at {spec.library} does not load ({exc}); rebuilding it",
+              file=sys.stderr, flush=True)
+        return False
+    _loaded_namespaces.add(spec.namespace)
+    return True
+
+
+@contextlib.contextmanager
+def _family_lock(spec: _Spec):
+    """The family's build lock (the OS drops it if the holder dies); says so when it has to wait."""
+    from filelock import FileLock, Timeout
+
+    spec.family_cache.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(spec.family_cache / ".lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:  # a long wait must not look like a hang
+        print(f"[jitkernels] waiting for another process to finish building {spec.name} "
+              f"(lock {lock.lock_file})", file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _load_library(spec: _Spec) -> None:
     """Load the family's library, building it first if the cache lacks a whole copy."""
     if spec.namespace in _loaded_namespaces:
         return
-    if spec.cached_build_complete():  # warm path: no lock, no subprocess
-        try:
-            torch.ops.load_library(str(spec.library))
-            _loaded_namespaces.add(spec.namespace)
-            return
-        except OSError:
-            pass  # corrupt despite the right size: rebuild below
-    from filelock import FileLock
-
-    spec.family_cache.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(spec.family_cache / ".lock")):  # the OS drops it if the holder dies
-        if spec.cached_build_complete():  # another process built it while we waited
-            try:
-                torch.ops.load_library(str(spec.library))
-                _loaded_namespaces.add(spec.namespace)
-                return
-            except OSError:
-                pass
-        _build(spec)
+    if _load_cached(spec):  # warm path: no lock, no subprocess
+        return
+    try:
+        with _family_lock(spec):
+            if not _load_cached(spec):  # another process may have built it while we waited
+                _build(spec)
+    except OSError as exc:
+        error = _cache_write_error(exc, spec)
+        if error is None:
+            raise
+        raise error from None
 
 
 # ---------------------------------------------------------------- binding
