@@ -315,14 +315,16 @@ def _ninja_step_seconds(build_dir: Path) -> dict[str, float]:
 # Errors of a write into the cache, and what the user can do about each.
 _NO_SPACE = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST}
-_NO_SPACE_TEXT = re.compile((r"no space left on device|file too large|file size limit exceeded|"
-                            r"disk quota exceeded"), re.IGNORECASE)
+_NO_SPACE_TEXT = re.compile(r"no space left on device|file too large|file size limit exceeded|disk quota exceeded",
+                            re.IGNORECASE)
 
 
 def _cache_write_error(exc: OSError, spec: _Spec) -> BuildError | None:
     """The one-sentence error for a failed write into the cache, or None if `exc` is something else."""
     if exc.errno in _NO_SPACE:
-        return BuildError(f"{exc.strerror} while writing {exc.filename or spec.family_cache}: free space under "
+        # a copy's error names the source first, the file written second
+        written = exc.filename2 or exc.filename or spec.family_cache
+        return BuildError(f"{exc.strerror} while writing {written}: free space under "
                           f"{cache_dir()} or set JITKERNELS_CACHE to a folder with room, then load {spec.name!r} again.")
     if exc.errno in _NOT_WRITABLE:
         return BuildError(f"the jitkernels cache folder {cache_dir()} is not writable ({exc.strerror}: "
@@ -358,18 +360,27 @@ def _build(spec: _Spec) -> None:
     """Compile the family into a private folder and publish it at spec.out_dir by rename.
 
     Called with the family's file lock held, so no other process builds it now."""
-    cpp_extension = _cpp_extension()
-
     _check_toolchain(spec)
     _clear_leftovers(spec)
     # A new folder per build, never a reused one: the compilers of a killed builder may still
     # be writing into its folder, and must not write into this build.
     build_dir = Path(tempfile.mkdtemp(prefix=f"build-{spec.key[:12]}-", dir=spec.family_cache))
+    try:
+        start = time.perf_counter()
+        _compile(spec, build_dir)
+        _publish(spec, build_dir, time.perf_counter() - start)
+    finally:  # a failed build leaves nothing behind (on a full disk, its files are the problem)
+        shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _compile(spec: _Spec, build_dir: Path) -> None:
+    """cpp_extension.load into build_dir, which also loads the library into this process."""
+    cpp_extension = _cpp_extension()
+
     defines = [f"-DJK_NAMESPACE={spec.namespace}"] + (["-DJK_WITH_CUDA"] if spec.cuda else [])
     saved_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if spec.cuda:
         os.environ["TORCH_CUDA_ARCH_LIST"] = spec.arch_list
-    start = time.perf_counter()
     try:
         with _Progress(spec):
             cpp_extension.load(
@@ -392,8 +403,11 @@ def _build(spec: _Spec) -> None:
             os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
         else:
             os.environ["TORCH_CUDA_ARCH_LIST"] = saved_arch
-    _loaded_namespaces.add(spec.namespace)  # cpp_extension.load already loaded it
+    _loaded_namespaces.add(spec.namespace)
 
+
+def _publish(spec: _Spec, build_dir: Path, build_seconds: float) -> None:
+    """Library + manifest (with its sha256) into a folder renamed to spec.out_dir in one step."""
     staging = build_dir / "publish"
     staging.mkdir()
     shutil.copy2(build_dir / spec.library.name, staging / spec.library.name)
@@ -402,7 +416,7 @@ def _build(spec: _Spec) -> None:
         "archs": spec.arch_list, "torch": torch.__version__,
         "library_bytes": (staging / spec.library.name).stat().st_size,
         "library_sha256": _sha256(staging / spec.library.name),
-        "build_seconds": round(time.perf_counter() - start, 2),
+        "build_seconds": round(build_seconds, 2),
         "step_seconds": _ninja_step_seconds(build_dir),
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
@@ -410,7 +424,6 @@ def _build(spec: _Spec) -> None:
         print(f"[jitkernels] replacing the damaged cached build at {spec.out_dir}", file=sys.stderr, flush=True)
         shutil.rmtree(spec.out_dir, ignore_errors=True)
     os.rename(staging, spec.out_dir)  # atomic: readers see all of it or nothing
-    shutil.rmtree(build_dir, ignore_errors=True)
 
 
 def _load_cached(spec: _Spec) -> bool:
