@@ -100,9 +100,10 @@ LOAD_ALL_ROTATED = """
         f = loader.load(name)
         if hasattr(f, "add_constant"):
             print(name, "value", f.add_constant(torch.zeros(1)).item())
-        else:  # a real family: each of its ops resolves in the dispatcher
-            ops = [getattr(f.ops, op) for op in dir(f.ops) if not op.startswith("_")]
-            print(name, "ops", len(ops))
+        else:  # a real family: its library registered ops, and ops.py bound them
+            registered = [op for op in torch._C._dispatch_get_all_op_names() if op.startswith(f.namespace + "::")]
+            assert registered and f._op_names, (name, registered, f._op_names)
+            print(name, "ops", len(registered))
 """
 
 
