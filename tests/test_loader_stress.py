@@ -136,6 +136,16 @@ def test_eight_processes_on_an_empty_cache_build_each_family_once(tmp_path, real
 
 # ---------------------------------------------------------------- SIGKILL at random moments
 
+def build_stage(family_cache: Path, published_before: int) -> str:
+    if len(list(family_cache.glob("*/manifest.json"))) > published_before:
+        return "exiting after the publish"
+    if list(family_cache.glob("build-*/*.so")):
+        return "publishing"
+    if list(family_cache.glob("build-*/build.ninja")):
+        return "compiling"
+    return "starting (importing torch, taking the lock)"
+
+
 def test_builder_killed_at_random_moments_never_leaves_a_torn_library(tmp_path, built):
     *_, cold_seconds = built
     root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
@@ -150,8 +160,10 @@ def test_builder_killed_at_random_moments_never_leaves_a_torn_library(tmp_path, 
         try:
             try:
                 builder.wait(timeout=delay)
+                moment = f"no kill at {delay:.2f}s: the builder had finished"
             except subprocess.TimeoutExpired:
                 builder.send_signal(signal.SIGKILL)
+                moment = f"killed at {delay:.2f}s while {build_stage(cache / 'scratch', round_)}"
             builder.communicate(timeout=TIMEOUT)
             result = run_python(LOAD_AND_CHECK, root, cache, timeout=TIMEOUT)
         finally:
@@ -159,8 +171,9 @@ def test_builder_killed_at_random_moments_never_leaves_a_torn_library(tmp_path, 
                 os.killpg(builder.pid, signal.SIGKILL)  # the orphaned compilers, if any
             except ProcessLookupError:
                 pass
-        assert result.returncode == 0, f"after a kill at {delay:.2f}s: {result.stderr}"
-        assert f"value {value}" in result.stdout, f"after a kill at {delay:.2f}s: {result.stdout}"
+        print(moment)  # shown with -s or on failure: where in the build each kill landed
+        assert result.returncode == 0, f"{moment}: {result.stderr}"
+        assert f"value {value}" in result.stdout, f"{moment}: {result.stdout}"
     assert len(published_builds(cache)) == len(delays)
 
 
