@@ -36,7 +36,7 @@ __all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "i
 
 REPO = Path(__file__).resolve().parent
 # Bump when the way a build is made changes, so old cache entries are not reused.
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"  # 2: the manifest records the library's sha256
 CXX_FLAGS = ["-O3"]  # the C++ standard is the one torch asks for
 CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
@@ -627,10 +627,19 @@ def _cli_build(args) -> int:
 
 def _cli_clean(args) -> int:
     names = args.names or (sorted(p.name for p in cache_dir().iterdir()) if cache_dir().is_dir() else [])
+    failed = 0
     for name in names:
-        shutil.rmtree(cache_dir() / name, ignore_errors=True)
+        try:
+            shutil.rmtree(cache_dir() / name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            failed += 1
+            print(f"could not remove {cache_dir() / name} ({exc.strerror}: {exc.filename}): delete it as a user "
+                  f"who may write there", file=sys.stderr)
+            continue
         print(f"removed {cache_dir() / name}")
-    return 0
+    return 1 if failed else 0
 
 
 def _cli_info(args) -> int:

@@ -224,12 +224,14 @@ def test_read_only_cache_loads_warm_and_says_what_to_do_when_cold(tmp_path, buil
         assert warm.returncode == 0, warm.stderr
         assert "value 1.0" in warm.stdout and warm.stderr == ""
         failed = run_read_only(LOAD_OR_ERROR, cold, cache)
+        cleaned = run_read_only('import loader; raise SystemExit(loader.main(["clean", "scratch"]))', root, cache)
     finally:
         for path in [cache, *cache.rglob("*")]:
             path.chmod(0o755)
     message = error_line(failed)
     assert str(cache) in message and "set JITKERNELS_CACHE to a writable folder" in message, message
     assert " | " not in message and message.endswith("."), f"not one sentence: {message}"
+    assert cleaned.returncode == 1 and "could not remove" in cleaned.stderr, cleaned.stderr  # not "removed"
 
 
 def test_cache_under_a_regular_file_says_what_to_do(tmp_path):
