@@ -8,8 +8,9 @@
 A family is a folder `kernels/<name>/` holding `<name>.cpp` (op schemas, CPU
 kernels), optionally `<name>.cu` (CUDA kernels), `ops.py` (the Python face) and
 `reference.py` (plain PyTorch). Each build is keyed by a sha256 over everything
-that changes the binary; a cached build is loaded with `torch.ops.load_library`
-alone (no ninja, no subprocess, no lock). Run `python loader.py --help` for the CLI.
+that changes the binary; a cached build whose library matches the sha256 in its
+manifest is loaded with `torch.ops.load_library` alone (no ninja, no subprocess, no
+lock); anything else is rebuilt under a per-family file lock. Run `python loader.py --help` for the CLI.
 """
 from __future__ import annotations
 
@@ -321,14 +322,14 @@ _NO_SPACE_TEXT = re.compile(r"no space left on device|file too large|file size l
 
 def _cache_write_error(exc: OSError, spec: _Spec) -> BuildError | None:
     """The one-sentence error for a failed write into the cache, or None if `exc` is something else."""
+    # a copy's error names the source first, the file written second
+    written = exc.filename2 or exc.filename or spec.family_cache
     if exc.errno in _NO_SPACE:
-        # a copy's error names the source first, the file written second
-        written = exc.filename2 or exc.filename or spec.family_cache
         return BuildError(f"{exc.strerror} while writing {written}: free space under "
                           f"{cache_dir()} or set JITKERNELS_CACHE to a folder with room, then load {spec.name!r} again.")
     if exc.errno in _NOT_WRITABLE:
         return BuildError(f"the jitkernels cache folder {cache_dir()} is not writable ({exc.strerror}: "
-                          f"{exc.filename}), so {spec.name!r} cannot be built: set JITKERNELS_CACHE to a writable folder.")
+                          f"{written}), so {spec.name!r} cannot be built: set JITKERNELS_CACHE to a writable folder.")
     return None
 
 
