@@ -21,6 +21,8 @@ import pytest
 
 from test_loader import LOAD_AND_CHECK, REPO, SCRATCH_CPP, make_scratch_root, run_python
 
+pytestmark = pytest.mark.slow  # about 2 minutes in all on a 2-core machine
+
 TIMEOUT = 300  # seconds for one child; far above a scratch build, so only a hang reaches it
 REAL = os.environ.get("JITKERNELS_STRESS_REAL") == "1"
 BUILT = "(C++) done in"  # the progress line of a finished build: one per compile
