@@ -8,11 +8,14 @@
 A family is a folder `kernels/<name>/` holding `<name>.cpp` (op schemas, CPU
 kernels), optionally `<name>.cu` (CUDA kernels), `ops.py` (the Python face) and
 `reference.py` (plain PyTorch). Each build is keyed by a sha256 over everything
-that changes the binary; a cached build is loaded with `torch.ops.load_library`
-alone (no ninja, no subprocess, no lock). Run `python loader.py --help` for the CLI.
+that changes the binary; a cached build whose library matches the sha256 in its
+manifest is loaded with `torch.ops.load_library` alone (no ninja, no subprocess, no
+lock); anything else is rebuilt under a per-family file lock. Run `python loader.py --help` for the CLI.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -22,6 +25,7 @@ import platform
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -33,7 +37,7 @@ __all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "i
 
 REPO = Path(__file__).resolve().parent
 # Bump when the way a build is made changes, so old cache entries are not reused.
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"  # 2: the manifest records the library's sha256
 CXX_FLAGS = ["-O3"]  # the C++ standard is the one torch asks for
 CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
@@ -185,12 +189,19 @@ class _Spec:
         return f"C++ + CUDA sm_{self.arch_list.replace('.', '')}" if self.cuda else "C++"
 
     def cached_build_complete(self) -> bool:
-        """True when the published library is there, whole (size as recorded)."""
+        """True when the published library is there and unaltered (sha256 as recorded).
+
+        The hash, not just the size, so a library damaged in place (same size, other
+        bytes) is rebuilt instead of loaded: a few ms for a 10 MB library."""
         try:
             manifest = json.loads((self.out_dir / MANIFEST).read_text())
-            return self.library.stat().st_size == manifest["library_bytes"]
+            return _sha256(self.library) == manifest["library_sha256"]
         except (OSError, ValueError, KeyError):
             return False
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # ---------------------------------------------------------------- building
@@ -302,21 +313,75 @@ def _ninja_step_seconds(build_dir: Path) -> dict[str, float]:
     return steps
 
 
+# Errors of a write into the cache, and what the user can do about each.
+_NO_SPACE = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST}
+_NO_SPACE_TEXT = re.compile(r"no space left on device|file too large|file size limit exceeded|disk quota exceeded",
+                            re.IGNORECASE)
+
+
+def _cache_write_error(exc: OSError, spec: _Spec) -> BuildError | None:
+    """The one-sentence error for a failed write into the cache, or None if `exc` is something else."""
+    # a copy's error names the source first, the file written second
+    written = exc.filename2 or exc.filename or spec.family_cache
+    if exc.errno in _NO_SPACE:
+        return BuildError(f"{exc.strerror} while writing {written}: free space under "
+                          f"{cache_dir()} or set JITKERNELS_CACHE to a folder with room, then load {spec.name!r} again.")
+    if exc.errno in _NOT_WRITABLE:
+        return BuildError(f"the jitkernels cache folder {cache_dir()} is not writable ({exc.strerror}: "
+                          f"{written}), so {spec.name!r} cannot be built: set JITKERNELS_CACHE to a writable folder.")
+    return None
+
+
+def _compile_error(spec: _Spec, log: str, build_dir: Path) -> BuildError:
+    """The first compiler error (or the full disk that stopped the compiler), and where the full log is."""
+    log_path = spec.family_cache / f"build-{spec.key[:12]}.log"
+    try:
+        log_path.write_text(log)
+        where = f"full log: {log_path}"
+    except OSError as exc:  # the disk may be the very problem
+        where = f"the log could not be written to {log_path} ({exc.strerror})"
+    full = next((line.strip() for line in log.splitlines() if _NO_SPACE_TEXT.search(line)), None)
+    if full:
+        return BuildError(f"{full}\nthe disk filled up while writing {build_dir} (or the temporary folder) for "
+                          f"family {spec.name!r}: free space under {cache_dir()} or set JITKERNELS_CACHE to a folder "
+                          f"with room, then load it again; {where}")
+    return BuildError(f"{_first_compiler_error(log)}\n"
+                      f"building family {spec.name!r} ({spec.halves()}) failed; {where}")
+
+
+def _clear_leftovers(spec: _Spec) -> None:
+    """Delete build folders of builders that were killed: only lock holders build, so none is in use."""
+    for path in spec.family_cache.glob("build-*"):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def _build(spec: _Spec) -> None:
     """Compile the family into a private folder and publish it at spec.out_dir by rename.
 
     Called with the family's file lock held, so no other process builds it now."""
+    _check_toolchain(spec)
+    _clear_leftovers(spec)
+    # A new folder per build, never a reused one: the compilers of a killed builder may still
+    # be writing into its folder, and must not write into this build.
+    build_dir = Path(tempfile.mkdtemp(prefix=f"build-{spec.key[:12]}-", dir=spec.family_cache))
+    try:
+        start = time.perf_counter()
+        _compile(spec, build_dir)
+        _publish(spec, build_dir, time.perf_counter() - start)
+    finally:  # a failed build leaves nothing behind (on a full disk, its files are the problem)
+        shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _compile(spec: _Spec, build_dir: Path) -> None:
+    """cpp_extension.load into build_dir, which also loads the library into this process."""
     cpp_extension = _cpp_extension()
 
-    _check_toolchain(spec)
-    build_dir = spec.family_cache / f"build-{spec.key}"
-    shutil.rmtree(build_dir, ignore_errors=True)  # a killed builder's leftovers are never trusted
-    build_dir.mkdir(parents=True)
     defines = [f"-DJK_NAMESPACE={spec.namespace}"] + (["-DJK_WITH_CUDA"] if spec.cuda else [])
     saved_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if spec.cuda:
         os.environ["TORCH_CUDA_ARCH_LIST"] = spec.arch_list
-    start = time.perf_counter()
     try:
         with _Progress(spec):
             cpp_extension.load(
@@ -331,57 +396,85 @@ def _build(spec: _Spec) -> None:
                 is_python_module=False,
             )
     except Exception as exc:  # the compiler's output is in the message
-        log_path = spec.family_cache / f"build-{spec.key[:12]}.log"
-        log_path.write_text(str(exc))
-        raise BuildError(f"{_first_compiler_error(str(exc))}\n"
-                         f"building family {spec.name!r} ({spec.halves()}) failed; full log: {log_path}") from None
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise  # a write that failed (full disk, read-only cache): _load_library says what to do
+        raise _compile_error(spec, str(exc), build_dir) from None
     finally:
         if saved_arch is None:
             os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
         else:
             os.environ["TORCH_CUDA_ARCH_LIST"] = saved_arch
-    _loaded_namespaces.add(spec.namespace)  # cpp_extension.load already loaded it
+    _loaded_namespaces.add(spec.namespace)
 
-    staging = spec.family_cache / f".staging-{spec.key}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
+
+def _publish(spec: _Spec, build_dir: Path, build_seconds: float) -> None:
+    """Library + manifest (with its sha256) into a folder renamed to spec.out_dir in one step."""
+    staging = build_dir / "publish"
     staging.mkdir()
     shutil.copy2(build_dir / spec.library.name, staging / spec.library.name)
     manifest = {
         "family": spec.name, "key": spec.key, "namespace": spec.namespace, "cuda": spec.cuda,
         "archs": spec.arch_list, "torch": torch.__version__,
         "library_bytes": (staging / spec.library.name).stat().st_size,
-        "build_seconds": round(time.perf_counter() - start, 2),
+        "library_sha256": _sha256(staging / spec.library.name),
+        "build_seconds": round(build_seconds, 2),
         "step_seconds": _ninja_step_seconds(build_dir),
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
-    shutil.rmtree(spec.out_dir, ignore_errors=True)  # a torn earlier publish
+    if spec.out_dir.exists():  # published earlier but damaged since (cached_build_complete said no)
+        print(f"[jitkernels] replacing the damaged cached build at {spec.out_dir}", file=sys.stderr, flush=True)
+        shutil.rmtree(spec.out_dir, ignore_errors=True)
     os.rename(staging, spec.out_dir)  # atomic: readers see all of it or nothing
-    shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _load_cached(spec: _Spec) -> bool:
+    """Load the published build if it is whole; False when it has to be built."""
+    if not spec.cached_build_complete():
+        return False
+    try:
+        torch.ops.load_library(str(spec.library))
+    except OSError as exc:  # whole but unloadable: rebuilding is the one thing that can help
+        print(f"[jitkernels] the cached build at {spec.library} does not load ({exc}); rebuilding it",
+              file=sys.stderr, flush=True)
+        return False
+    _loaded_namespaces.add(spec.namespace)
+    return True
+
+
+@contextlib.contextmanager
+def _family_lock(spec: _Spec):
+    """The family's build lock (the OS drops it if the holder dies); says so when it has to wait."""
+    from filelock import FileLock, Timeout
+
+    spec.family_cache.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(spec.family_cache / ".lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:  # a long wait must not look like a hang
+        print(f"[jitkernels] waiting for another process to finish building {spec.name} "
+              f"(lock {lock.lock_file})", file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _load_library(spec: _Spec) -> None:
     """Load the family's library, building it first if the cache lacks a whole copy."""
     if spec.namespace in _loaded_namespaces:
         return
-    if spec.cached_build_complete():  # warm path: no lock, no subprocess
-        try:
-            torch.ops.load_library(str(spec.library))
-            _loaded_namespaces.add(spec.namespace)
-            return
-        except OSError:
-            pass  # corrupt despite the right size: rebuild below
-    from filelock import FileLock
-
-    spec.family_cache.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(spec.family_cache / ".lock")):  # the OS drops it if the holder dies
-        if spec.cached_build_complete():  # another process built it while we waited
-            try:
-                torch.ops.load_library(str(spec.library))
-                _loaded_namespaces.add(spec.namespace)
-                return
-            except OSError:
-                pass
-        _build(spec)
+    if _load_cached(spec):  # warm path: no lock, no subprocess
+        return
+    try:
+        with _family_lock(spec):
+            if not _load_cached(spec):  # another process may have built it while we waited
+                _build(spec)
+    except OSError as exc:
+        error = _cache_write_error(exc, spec)
+        if error is None:
+            raise
+        raise error from None
 
 
 # ---------------------------------------------------------------- binding
@@ -535,10 +628,19 @@ def _cli_build(args) -> int:
 
 def _cli_clean(args) -> int:
     names = args.names or (sorted(p.name for p in cache_dir().iterdir()) if cache_dir().is_dir() else [])
+    failed = 0
     for name in names:
-        shutil.rmtree(cache_dir() / name, ignore_errors=True)
+        try:
+            shutil.rmtree(cache_dir() / name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            failed += 1
+            print(f"could not remove {cache_dir() / name} ({exc.strerror}: {exc.filename}): delete it as a user "
+                  f"who may write there", file=sys.stderr)
+            continue
         print(f"removed {cache_dir() / name}")
-    return 0
+    return 1 if failed else 0
 
 
 def _cli_info(args) -> int:
