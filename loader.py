@@ -37,7 +37,7 @@ __all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "i
 
 REPO = Path(__file__).resolve().parent
 # Bump when the way a build is made changes, so old cache entries are not reused.
-RECIPE_VERSION = "2"  # 2: the manifest records the library's sha256
+RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its size and mtime
 CXX_FLAGS = ["-O3"]  # the C++ standard is the one torch asks for
 CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
@@ -162,9 +162,8 @@ class _Spec:
         self.library = self.out_dir / f"{self.namespace}{'.dll' if os.name == 'nt' else '.so'}"
 
     def _hashed_files(self) -> list[Path]:
-        files = [p for p in sorted(self.dir.rglob("*"))
-                 if p.is_file() and p.name != "reference.py" and "__pycache__" not in p.parts]
-        return files + sorted(p for p in self.common.rglob("*") if p.is_file())
+        return ([p for p in _files_under(self.dir) if p.name != "reference.py"]
+                + _files_under(self.common))
 
     def _key(self) -> str:
         h = hashlib.sha256()
@@ -191,13 +190,36 @@ class _Spec:
     def cached_build_complete(self) -> bool:
         """True when the published library is there and unaltered (sha256 as recorded).
 
-        The hash, not just the size, so a library damaged in place (same size, other
-        bytes) is rebuilt instead of loaded: a few ms for a 10 MB library."""
+        The hash, not just the size, so a library damaged in place (same size, other bytes)
+        is rebuilt instead of loaded. Hashing costs a few ms for a 10 MB library, so the warm
+        path hashes only when the file's size or mtime differ from the manifest's record:
+        any write into the file changes its mtime."""
         try:
             manifest = json.loads((self.out_dir / MANIFEST).read_text())
+            if _stat_identity(self.library) == manifest["library_stat"]:
+                return True
             return _sha256(self.library) == manifest["library_sha256"]
         except (OSError, ValueError, KeyError):
             return False
+
+
+def _stat_identity(path: Path) -> list[int]:
+    info = path.stat()
+    return [info.st_size, info.st_mtime_ns]
+
+
+def _files_under(folder: Path) -> list[Path]:
+    """Regular files below folder, sorted, skipping __pycache__. os.scandir knows each entry's
+    type without a stat call, which keeps the warm path's key computation cheap."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name != "__pycache__":
+                    found += _files_under(Path(entry.path))
+            elif entry.is_file():
+                found.append(Path(entry.path))
+    return sorted(found)
 
 
 def _sha256(path: Path) -> str:
@@ -417,6 +439,7 @@ def _publish(spec: _Spec, build_dir: Path, build_seconds: float) -> None:
         "archs": spec.arch_list, "torch": torch.__version__,
         "library_bytes": (staging / spec.library.name).stat().st_size,
         "library_sha256": _sha256(staging / spec.library.name),
+        "library_stat": _stat_identity(staging / spec.library.name),  # os.rename keeps size and mtime
         "build_seconds": round(build_seconds, 2),
         "step_seconds": _ninja_step_seconds(build_dir),
     }
