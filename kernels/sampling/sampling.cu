@@ -101,6 +101,7 @@ constexpr int kSelectThreads = 1024;
 constexpr int kDigitBits = 11;
 constexpr int kDigits = 1 << kDigitBits;
 constexpr int kStatsThreads = 256;
+constexpr int kFinishWarps = 8;
 
 // Exclusive prefix sum over the block (blockDim.x == kSelectThreads); *total gets the sum.
 __device__ unsigned long long block_exclusive_scan(unsigned long long v, unsigned long long* scratch,
@@ -129,12 +130,34 @@ __device__ unsigned long long block_exclusive_scan(unsigned long long v, unsigne
   return scratch[32 + warp] + inclusive - v;
 }
 
+// f(i, key) for i = begin, begin + step, ... < end, in that order; one block reads all the scores, so
+// each thread issues kBatch loads before it uses any (latency, not bandwidth, is what limits).
+template <typename S, typename F>
+__device__ __forceinline__ void for_each_key(const S* __restrict__ scores, int begin, int end, int step, bool maximize,
+                                             F f) {
+  using K = typename KeyOf<S>::key;
+  using R = typename KeyOf<S>::real;
+  constexpr int kBatch = 16;
+  for (int base = begin; base < end; base += kBatch * step) {
+    S v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * step;
+      if (i < end) v[u] = scores[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * step;
+      if (i < end) f(i, order_key<K>(static_cast<R>(v[u]), maximize));
+    }
+  }
+}
+
 // One block: the n_elite smallest order keys, as ascending row indices (ties to the lower index).
 template <typename S>
 __global__ void __launch_bounds__(kSelectThreads)
     select_elite_kernel(const S* __restrict__ scores, int n, int n_elite, bool maximize, int* __restrict__ elite) {
   using K = typename KeyOf<S>::key;
-  using R = typename KeyOf<S>::real;
   __shared__ unsigned int hist[kDigits];
   __shared__ unsigned long long scratch[64];
   __shared__ K s_prefix;
@@ -147,10 +170,9 @@ __global__ void __launch_bounds__(kSelectThreads)
     const K digit_mask = (K(1) << width) - 1;
     for (int b = threadIdx.x; b < kDigits; b += blockDim.x) hist[b] = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const K key = order_key<K>(static_cast<R>(scores[i]), maximize);
+    for_each_key<S>(scores, threadIdx.x, n, blockDim.x, maximize, [&](int, K key) {
       if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & digit_mask], 1u);
-    }
+    });
     __syncthreads();
     // Thread t owns bins 2t and 2t + 1; the one whose range holds the rank picks the digit.
     const unsigned int h0 = hist[2 * threadIdx.x], h1 = hist[2 * threadIdx.x + 1];
@@ -171,15 +193,13 @@ __global__ void __launch_bounds__(kSelectThreads)
   const int per = (n + blockDim.x - 1) / blockDim.x;
   const int i0 = min(n, static_cast<int>(threadIdx.x) * per), i1 = min(n, i0 + per);
   unsigned long long counts = 0;  // less in the high 32 bits, equal in the low 32
-  for (int i = i0; i < i1; ++i) {
-    const K key = order_key<K>(static_cast<R>(scores[i]), maximize);
+  for_each_key<S>(scores, i0, i1, 1, maximize, [&](int, K key) {
     counts += key < prefix ? (1ull << 32) : (key == prefix ? 1ull : 0ull);
-  }
+  });
   unsigned long long total;
   const unsigned long long start = block_exclusive_scan(counts, scratch, &total);
   int less = static_cast<int>(start >> 32), equal = static_cast<int>(start & 0xffffffffu);
-  for (int i = i0; i < i1; ++i) {
-    const K key = order_key<K>(static_cast<R>(scores[i]), maximize);
+  for_each_key<S>(scores, i0, i1, 1, maximize, [&](int i, K key) {
     if (key < prefix) {
       elite[less + min(equal, rank)] = i;
       ++less;
@@ -187,7 +207,7 @@ __global__ void __launch_bounds__(kSelectThreads)
       if (equal < rank) elite[less + equal] = i;
       ++equal;
     }
-  }
+  });
 }
 
 // Per column and elite chunk: sums of (x - shift) and (x - shift)^2, shift = the first elite row.
@@ -224,17 +244,30 @@ __global__ void __launch_bounds__(kStatsThreads)
 
 // Adds the chunks in order, turns the sums into mean and population std, and blends.
 template <typename T, typename A>
-__global__ void __launch_bounds__(kStatsThreads)
+__global__ void __launch_bounds__(kFinishWarps * 32)
     elite_finish_kernel(const T* __restrict__ x, int64_t d, const int* __restrict__ elite, int n_elite, int chunks,
                         const double* __restrict__ part_sum, const double* __restrict__ part_sq,
                         const T* __restrict__ old_mean, const T* __restrict__ old_std, A smoothing, A min_std,
                         T* __restrict__ new_mean, T* __restrict__ new_std) {
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= d) return;
+  // Warp w adds chunks w, w + 8, ...; then warp 0 adds the warps in order (deterministic).
+  __shared__ double s_sum[kFinishWarps][32], s_sq[kFinishWarps][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + lane;
   double sum = 0, sq = 0;
-  for (int q = 0; q < chunks; ++q) {
-    sum += part_sum[q * d + col];
-    sq += part_sq[q * d + col];
+  if (col < d) {
+#pragma unroll 4
+    for (int q = warp; q < chunks; q += kFinishWarps) {
+      sum += part_sum[q * d + col];
+      sq += part_sq[q * d + col];
+    }
+  }
+  s_sum[warp][lane] = sum;
+  s_sq[warp][lane] = sq;
+  __syncthreads();
+  if (warp != 0 || col >= d) return;
+  for (int w = 1; w < kFinishWarps; ++w) {
+    sum += s_sum[w][lane];
+    sq += s_sq[w][lane];
   }
   const double mean_dev = sum / n_elite;
   const double var = sq / n_elite - mean_dev * mean_dev;
@@ -279,7 +312,7 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
     elite_sums_kernel<scalar_t><<<dim3(tiles, chunks), kStatsThreads, 0, stream>>>(x, d, elite, elite_n,
                                                                                    rows_per_chunk, part_sum, part_sq);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    elite_finish_kernel<scalar_t, A><<<tiles, kStatsThreads, 0, stream>>>(
+    elite_finish_kernel<scalar_t, A><<<(d + 31) / 32, kFinishWarps * 32, 0, stream>>>(
         x, d, elite, elite_n, chunks, part_sum, part_sq, mean.const_data_ptr<scalar_t>(),
         std.const_data_ptr<scalar_t>(), static_cast<A>(smoothing), static_cast<A>(min_std),
         new_mean.mutable_data_ptr<scalar_t>(), new_std.mutable_data_ptr<scalar_t>());
