@@ -102,6 +102,7 @@ constexpr int kDigitBits = 11;
 constexpr int kDigits = 1 << kDigitBits;
 constexpr int kStatsThreads = 256;
 constexpr int kFinishWarps = 8;
+constexpr int kBatch = 16;  // score loads a thread of the one select block issues before using them
 
 // Exclusive prefix sum over the block (blockDim.x == kSelectThreads); *total gets the sum.
 __device__ unsigned long long block_exclusive_scan(unsigned long long v, unsigned long long* scratch,
@@ -137,7 +138,6 @@ __device__ __forceinline__ void for_each_key(const S* __restrict__ scores, int b
                                              F f) {
   using K = typename KeyOf<S>::key;
   using R = typename KeyOf<S>::real;
-  constexpr int kBatch = 16;
   for (int base = begin; base < end; base += kBatch * step) {
     S v[kBatch];
 #pragma unroll
@@ -170,9 +170,25 @@ __global__ void __launch_bounds__(kSelectThreads)
     const K digit_mask = (K(1) << width) - 1;
     for (int b = threadIdx.x; b < kDigits; b += blockDim.x) hist[b] = 0;
     __syncthreads();
-    for_each_key<S>(scores, threadIdx.x, n, blockDim.x, maximize, [&](int, K key) {
-      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & digit_mask], 1u);
-    });
+    // Scores cluster in few top-digit bins, so lanes with one bin add once (else the atomics serialize).
+    const int lane = threadIdx.x & 31;
+    for (int base = 0; base < n; base += kBatch * blockDim.x) {  // the same trip count in every thread
+      S v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = base + u * blockDim.x + threadIdx.x;
+        v[u] = i < n ? scores[i] : S(0);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = base + u * blockDim.x + threadIdx.x;
+        const K key = order_key<K>(static_cast<typename KeyOf<S>::real>(v[u]), maximize);
+        const bool hit = i < n && (key & mask) == prefix;
+        const unsigned int bin = hit ? static_cast<unsigned int>((key >> shift) & digit_mask) : ~0u;
+        const unsigned int peers = __match_any_sync(0xffffffffu, bin);
+        if (hit && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], static_cast<unsigned int>(__popc(peers)));
+      }
+    }
     __syncthreads();
     // Thread t owns bins 2t and 2t + 1; the one whose range holds the rank picks the digit.
     const unsigned int h0 = hist[2 * threadIdx.x], h1 = hist[2 * threadIdx.x + 1];
