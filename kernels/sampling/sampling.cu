@@ -6,13 +6,17 @@
 //   a Box-Muller pair (MUFU log2/sqrt/sin/cos), one FMA, a convert and a 16-byte store. The grid stride
 //   is a multiple of d's period, so a thread's columns never change: its mean/std live in registers.
 //   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
-// - cem_update: the floor is reading the n_elite elite rows once. One block selects the elite (exact
-//   radix select on order keys, 11 bits per pass, then a stable compaction: ties at the threshold go to
-//   the lowest indices) into an ascending index list. Then a grid of (column tile) x (elite chunk)
-//   blocks sums (x - shift) and (x - shift)^2 per column in float64 (shift = the first elite row, so
-//   the sums do not cancel), and a small kernel adds the chunks in order (deterministic) and blends.
+// - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Selection is an
+//   exact radix select of the n_elite-th smallest order key (8 bits per pass), each pass a multi-block
+//   histogram kernel whose last block picks the bin, so nothing waits on the host. Ties at the
+//   threshold go to the lowest indices: a small kernel counts threshold-equal keys per row chunk, and
+//   the stats kernel ranks them by index. The stats kernel is a grid of (32-column tile) x (row chunk)
+//   blocks; each compacts its chunk's elite rows into shared memory in index order, accumulates
+//   Welford mean/M2 per column (float32; float64 for float64 samples), merges warps and then chunks
+//   with Chan's formula in a fixed order (deterministic), and the last block of each tile writes out.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <numeric>
@@ -93,207 +97,249 @@ void normal_cuda(const at::Tensor& out, const at::Tensor& mean, const at::Tensor
   });
 }
 
-// ---------------------------------------------------------------- cem_update
-
 namespace {
 
-constexpr int kSelectThreads = 1024;
-constexpr int kDigitBits = 11;
-constexpr int kDigits = 1 << kDigitBits;
-constexpr int kStatsThreads = 256;
-constexpr int kFinishWarps = 8;
-constexpr int kBatch = 16;  // score loads a thread of the one select block issues before using them
+// ---------------------------------------------------------------- cem_update: selection
 
-// Exclusive prefix sum over the block (blockDim.x == kSelectThreads); *total gets the sum.
-__device__ unsigned long long block_exclusive_scan(unsigned long long v, unsigned long long* scratch,
-                                                   unsigned long long* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  unsigned long long inclusive = v;
+constexpr int kRadixBins = 256;  // 8 bits per pass
+constexpr int kRadixThreads = 512;
+constexpr int kStatsWarps = 8;
+constexpr int kStatsCols = 32;   // columns per stats block: one per lane, 128-byte rows for float32
+constexpr int kStatsSub = 1024;  // rows compacted per round (shared memory)
+
+// state[p] = {prefix, mask, k} before pass p: candidates have (key & mask) == prefix and the k-th
+// smallest candidate is the threshold. state[passes] = {threshold key, ~0, how many equal keys to take}.
+template <typename S>
+__global__ void __launch_bounds__(kRadixThreads)
+    radix_pass_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int pass, int shift, int64_t n_elite,
+                      unsigned long long* __restrict__ hist_all, unsigned long long* __restrict__ state,
+                      unsigned int* __restrict__ done) {
+  using K = typename KeyOf<S>::key;
+  using R = typename KeyOf<S>::real;
+  // One histogram column per lane (padded to 33 so the per-bin sums are bank-conflict free): lanes of a
+  // warp never hit one address, however clustered the scores are.
+  __shared__ unsigned int hist[kRadixBins * 33];
+  __shared__ bool is_last;
+  for (int i = threadIdx.x; i < kRadixBins * 33; i += blockDim.x) hist[i] = 0;
+  const unsigned long long prefix = pass > 0 ? state[3 * pass] : 0ull;
+  const unsigned long long mask = pass > 0 ? state[3 * pass + 1] : 0ull;
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const unsigned long long key = order_key<K>(static_cast<R>(scores[i]), maximize);
+    if ((key & mask) == prefix) atomicAdd(&hist[((key >> shift) & (kRadixBins - 1)) * 33 + lane], 1u);
+  }
+  __syncthreads();
+  unsigned long long* hist_g = hist_all + static_cast<int64_t>(pass) * kRadixBins;
+  for (int b = threadIdx.x; b < kRadixBins; b += blockDim.x) {
+    unsigned int sum = 0;
+    for (int l = 0; l < 32; ++l) sum += hist[b * 33 + l];
+    if (sum) atomicAdd(hist_g + b, static_cast<unsigned long long>(sum));
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(done + pass, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!is_last || threadIdx.x >= 32) return;
+  __threadfence();
+  // The last block's first warp finds the bin holding the k-th candidate: 8 bins per lane.
+  const unsigned long long k = pass > 0 ? state[3 * pass + 2] : static_cast<unsigned long long>(n_elite);
+  unsigned long long counts[kRadixBins / 32], sum = 0;
+#pragma unroll
+  for (int j = 0; j < kRadixBins / 32; ++j) {
+    counts[j] = __ldcg(hist_g + lane * (kRadixBins / 32) + j);
+    sum += counts[j];
+  }
+  unsigned long long inclusive = sum;
 #pragma unroll
   for (int offset = 1; offset < 32; offset <<= 1) {
     const unsigned long long up = __shfl_up_sync(0xffffffffu, inclusive, offset);
     if (lane >= offset) inclusive += up;
   }
-  __syncthreads();  // scratch may still be read by a previous call
-  if (lane == 31) scratch[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {
-    unsigned long long w = scratch[lane], w_inclusive = w;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const unsigned long long up = __shfl_up_sync(0xffffffffu, w_inclusive, offset);
-      if (lane >= offset) w_inclusive += up;
+  unsigned long long before = inclusive - sum;
+  if (before < k && k <= inclusive) {  // exactly one lane
+    for (int j = 0; j < kRadixBins / 32; ++j) {
+      if (k <= before + counts[j]) {
+        const unsigned long long bin = lane * (kRadixBins / 32) + j;
+        state[3 * (pass + 1)] = prefix | (bin << shift);
+        state[3 * (pass + 1) + 1] = mask | (static_cast<unsigned long long>(kRadixBins - 1) << shift);
+        state[3 * (pass + 1) + 2] = k - before;
+        break;
+      }
+      before += counts[j];
     }
-    scratch[32 + lane] = w_inclusive - w;
   }
-  __syncthreads();
-  *total = scratch[32 + 31] + scratch[31];
-  return scratch[32 + warp] + inclusive - v;
 }
 
-// f(i, key) for i = begin, begin + step, ... < end, in that order; one block reads all the scores, so
-// each thread issues kBatch loads before it uses any (latency, not bandwidth, is what limits).
-template <typename S, typename F>
-__device__ __forceinline__ void for_each_key(const S* __restrict__ scores, int begin, int end, int step, bool maximize,
-                                             F f) {
+// How many keys equal the threshold in each row chunk (ties are taken by lowest index).
+template <typename S>
+__global__ void __launch_bounds__(256)
+    count_ties_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t chunk,
+                      const unsigned long long* __restrict__ final_state, long long* __restrict__ tie_counts) {
   using K = typename KeyOf<S>::key;
   using R = typename KeyOf<S>::real;
-  for (int base = begin; base < end; base += kBatch * step) {
-    S v[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = base + u * step;
-      if (i < end) v[u] = scores[i];
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = base + u * step;
-      if (i < end) f(i, order_key<K>(static_cast<R>(v[u]), maximize));
-    }
-  }
+  __shared__ long long scratch[32];
+  const K threshold = static_cast<K>(final_state[0]);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * chunk, row1 = std::min(n, row0 + chunk);
+  long long count = 0;
+  for (int64_t i = row0 + threadIdx.x; i < row1; i += blockDim.x)
+    count += order_key<K>(static_cast<R>(scores[i]), maximize) == threshold;
+  count = jk::block_sum(count, scratch);
+  if (threadIdx.x == 0) tie_counts[blockIdx.x] = count;
 }
 
-// One block: the n_elite smallest order keys, as ascending row indices (ties to the lower index).
-template <typename S>
-__global__ void __launch_bounds__(kSelectThreads)
-    select_elite_kernel(const S* __restrict__ scores, int n, int n_elite, bool maximize, int* __restrict__ elite) {
+// ---------------------------------------------------------------- cem_update: statistics
+
+template <typename A>
+__device__ __forceinline__ void chan_merge(long long& n_a, A& mean_a, A& m2_a, long long n_b, A mean_b, A m2_b) {
+  if (n_b == 0) return;
+  const long long n = n_a + n_b;
+  const A delta = mean_b - mean_a;
+  mean_a += delta * (static_cast<A>(n_b) / static_cast<A>(n));
+  m2_a += m2_b + delta * delta * (static_cast<A>(n_a) * static_cast<A>(n_b) / static_cast<A>(n));
+  n_a = n;
+}
+
+template <typename T, typename S, typename A>
+__global__ void __launch_bounds__(kStatsWarps * 32)
+    elite_stats_kernel(const T* __restrict__ x, const S* __restrict__ scores, int64_t n, int64_t d, bool maximize,
+                       int64_t chunk, const unsigned long long* __restrict__ final_state,
+                       const long long* __restrict__ tie_counts, A* __restrict__ part_mean, A* __restrict__ part_m2,
+                       long long* __restrict__ part_count, unsigned int* __restrict__ tile_done,
+                       const T* __restrict__ old_mean, const T* __restrict__ old_std, A smoothing, A min_std,
+                       T* __restrict__ new_mean, T* __restrict__ new_std) {
   using K = typename KeyOf<S>::key;
-  __shared__ unsigned int hist[kDigits];
-  __shared__ unsigned long long scratch[64];
-  __shared__ K s_prefix;
-  __shared__ int s_rank;
-  K prefix = 0, mask = 0;
-  int rank = n_elite;  // the threshold is the rank-th smallest key among the candidates (1-based)
-  for (int shift = 8 * sizeof(K); shift > 0;) {
-    const int width = min(kDigitBits, shift);
-    shift -= width;
-    const K digit_mask = (K(1) << width) - 1;
-    for (int b = threadIdx.x; b < kDigits; b += blockDim.x) hist[b] = 0;
-    __syncthreads();
-    // Scores cluster in few top-digit bins, so lanes with one bin add once (else the atomics serialize).
-    const int lane = threadIdx.x & 31;
-    for (int base = 0; base < n; base += kBatch * blockDim.x) {  // the same trip count in every thread
-      S v[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = base + u * blockDim.x + threadIdx.x;
-        v[u] = i < n ? scores[i] : S(0);
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = base + u * blockDim.x + threadIdx.x;
-        const K key = order_key<K>(static_cast<typename KeyOf<S>::real>(v[u]), maximize);
-        const bool hit = i < n && (key & mask) == prefix;
-        const unsigned int bin = hit ? static_cast<unsigned int>((key >> shift) & digit_mask) : ~0u;
-        const unsigned int peers = __match_any_sync(0xffffffffu, bin);
-        if (hit && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], static_cast<unsigned int>(__popc(peers)));
-      }
-    }
-    __syncthreads();
-    // Thread t owns bins 2t and 2t + 1; the one whose range holds the rank picks the digit.
-    const unsigned int h0 = hist[2 * threadIdx.x], h1 = hist[2 * threadIdx.x + 1];
-    unsigned long long sum;
-    const unsigned long long before = block_exclusive_scan(h0 + h1, scratch, &sum);
-    if (before < static_cast<unsigned long long>(rank) && static_cast<unsigned long long>(rank) <= before + h0 + h1) {
-      const bool low = rank <= before + h0;
-      s_prefix = prefix | (static_cast<K>(2 * threadIdx.x + (low ? 0 : 1)) << shift);
-      s_rank = rank - static_cast<int>(before + (low ? 0 : h0));
-    }
-    __syncthreads();
-    prefix = s_prefix;
-    rank = s_rank;
-    mask |= digit_mask << shift;
-  }
-  // prefix is the threshold key; take every smaller key and the first `rank` equal ones, in index
-  // order. Thread t walks rows [t * per, (t + 1) * per): count, scan, then write.
-  const int per = (n + blockDim.x - 1) / blockDim.x;
-  const int i0 = min(n, static_cast<int>(threadIdx.x) * per), i1 = min(n, i0 + per);
-  unsigned long long counts = 0;  // less in the high 32 bits, equal in the low 32
-  for_each_key<S>(scores, i0, i1, 1, maximize, [&](int, K key) {
-    counts += key < prefix ? (1ull << 32) : (key == prefix ? 1ull : 0ull);
-  });
-  unsigned long long total;
-  const unsigned long long start = block_exclusive_scan(counts, scratch, &total);
-  int less = static_cast<int>(start >> 32), equal = static_cast<int>(start & 0xffffffffu);
-  for_each_key<S>(scores, i0, i1, 1, maximize, [&](int i, K key) {
-    if (key < prefix) {
-      elite[less + min(equal, rank)] = i;
-      ++less;
-    } else if (key == prefix) {
-      if (equal < rank) elite[less + equal] = i;
-      ++equal;
-    }
-  });
-}
-
-// Per column and elite chunk: sums of (x - shift) and (x - shift)^2, shift = the first elite row.
-template <typename T>
-__global__ void __launch_bounds__(kStatsThreads)
-    elite_sums_kernel(const T* __restrict__ x, int64_t d, const int* __restrict__ elite, int n_elite, int rows_per_chunk,
-                      double* __restrict__ part_sum, double* __restrict__ part_sq) {
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= d) return;
-  const double shift = static_cast<double>(x[elite[0] * d + col]);
-  const int r0 = blockIdx.y * rows_per_chunk, r1 = min(n_elite, r0 + rows_per_chunk);
-  double sum = 0, sq = 0;
-  constexpr int kUnroll = 8;  // loads in flight per thread
-  int r = r0;
-  for (; r + kUnroll <= r1; r += kUnroll) {
-    T v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = x[elite[r + u] * d + col];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const double dev = static_cast<double>(v[u]) - shift;
-      sum += dev;
-      sq += dev * dev;
-    }
-  }
-  for (; r < r1; ++r) {
-    const double dev = static_cast<double>(x[elite[r] * d + col]) - shift;
-    sum += dev;
-    sq += dev * dev;
-  }
-  part_sum[blockIdx.y * d + col] = sum;
-  part_sq[blockIdx.y * d + col] = sq;
-}
-
-// Adds the chunks in order, turns the sums into mean and population std, and blends.
-template <typename T, typename A>
-__global__ void __launch_bounds__(kFinishWarps * 32)
-    elite_finish_kernel(const T* __restrict__ x, int64_t d, const int* __restrict__ elite, int n_elite, int chunks,
-                        const double* __restrict__ part_sum, const double* __restrict__ part_sq,
-                        const T* __restrict__ old_mean, const T* __restrict__ old_std, A smoothing, A min_std,
-                        T* __restrict__ new_mean, T* __restrict__ new_std) {
-  // Warp w adds chunks w, w + 8, ...; then warp 0 adds the warps in order (deterministic).
-  __shared__ double s_sum[kFinishWarps][32], s_sq[kFinishWarps][32];
+  using R = typename KeyOf<S>::real;
+  __shared__ int64_t rows[kStatsSub];
+  __shared__ long long s_ties_before;
+  __shared__ int s_eq[kStatsWarps], s_take[kStatsWarps];
+  __shared__ A s_mean[kStatsWarps][32], s_m2[kStatsWarps][32];
+  __shared__ long long s_count[kStatsWarps];
+  __shared__ bool is_last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + lane;
-  double sum = 0, sq = 0;
-  if (col < d) {
-#pragma unroll 4
-    for (int q = warp; q < chunks; q += kFinishWarps) {
-      sum += part_sum[q * d + col];
-      sq += part_sq[q * d + col];
+  const unsigned lanes_before = (1u << lane) - 1u;
+  const int64_t tile = blockIdx.x, r = blockIdx.y;
+  const int64_t col = tile * kStatsCols + lane;
+  const bool col_ok = col < d;
+  const K threshold = static_cast<K>(final_state[0]);
+  const long long ties_wanted = static_cast<long long>(final_state[2]);
+  const int64_t row0 = r * chunk, row1 = std::min(n, row0 + chunk);
+  if (warp == 0) {
+    long long s = 0;
+    for (int64_t q = lane; q < r; q += 32) s += tie_counts[q];
+    s = jk::warp_sum(s);
+    if (lane == 0) s_ties_before = s;
+  }
+  __syncthreads();
+  long long ties_before = s_ties_before;  // threshold-equal keys at lower indices than this round
+  long long count = 0;                    // rows this warp has accumulated (warp-uniform)
+  A mean = A(0), m2 = A(0);
+  for (int64_t sub0 = row0; sub0 < row1; sub0 += kStatsSub) {
+    const int64_t sub1 = std::min(row1, sub0 + kStatsSub);
+    int taken = 0;  // block-uniform
+    // Compact this round's elite rows into rows[], ascending.
+    for (int64_t base = sub0; base < sub1; base += blockDim.x) {
+      const int64_t i = base + threadIdx.x;
+      bool less = false, eq = false;
+      if (i < sub1) {
+        const K key = order_key<K>(static_cast<R>(scores[i]), maximize);
+        less = key < threshold;
+        eq = key == threshold;
+      }
+      const unsigned eq_bits = __ballot_sync(0xffffffffu, eq);
+      if (lane == 0) s_eq[warp] = __popc(eq_bits);
+      __syncthreads();
+      long long eq_rank = ties_before + __popc(eq_bits & lanes_before);
+      int eq_round = 0;
+      for (int w = 0; w < kStatsWarps; ++w) {
+        if (w < warp) eq_rank += s_eq[w];
+        eq_round += s_eq[w];
+      }
+      const bool take = less || (eq && eq_rank < ties_wanted);
+      const unsigned take_bits = __ballot_sync(0xffffffffu, take);
+      if (lane == 0) s_take[warp] = __popc(take_bits);
+      __syncthreads();
+      int pos = taken + __popc(take_bits & lanes_before), take_round = 0;
+      for (int w = 0; w < kStatsWarps; ++w) {
+        if (w < warp) pos += s_take[w];
+        take_round += s_take[w];
+      }
+      if (take) rows[pos] = i;
+      taken += take_round;
+      ties_before += eq_round;
+      __syncthreads();  // s_eq / s_take are rewritten next time; rows[] is complete after the loop
+    }
+    // Warp w accumulates rows w, w + 8, ...; four rows' loads are issued before their updates.
+    int e = warp;
+    for (; e + 3 * kStatsWarps < taken; e += 4 * kStatsWarps) {
+      A v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = col_ok ? static_cast<A>(x[rows[e + u * kStatsWarps] * d + col]) : A(0);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        ++count;
+        const A delta = v[u] - mean;
+        mean += delta / static_cast<A>(count);
+        m2 += delta * (v[u] - mean);
+      }
+    }
+    for (; e < taken; e += kStatsWarps) {
+      const A v = col_ok ? static_cast<A>(x[rows[e] * d + col]) : A(0);
+      ++count;
+      const A delta = v - mean;
+      mean += delta / static_cast<A>(count);
+      m2 += delta * (v - mean);
+    }
+    __syncthreads();  // rows[] is rewritten by the next round
+  }
+  // Merge the warps (in order), publish this chunk's partial.
+  s_mean[warp][lane] = mean;
+  s_m2[warp][lane] = m2;
+  if (lane == 0) s_count[warp] = count;
+  __syncthreads();
+  if (warp == 0) {
+    long long bn = 0;
+    A bm = A(0), bm2 = A(0);
+    for (int w = 0; w < kStatsWarps; ++w) chan_merge(bn, bm, bm2, s_count[w], s_mean[w][lane], s_m2[w][lane]);
+    if (col_ok) {
+      part_mean[r * d + col] = bm;
+      part_m2[r * d + col] = bm2;
+    }
+    if (lane == 0) part_count[r * gridDim.x + tile] = bn;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(tile_done + tile, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  // The tile's last block merges the chunks: warp w takes chunks w, w + 8, ..., then the warps in order.
+  long long gn = 0;
+  A gm = A(0), gm2 = A(0);
+  for (int64_t q = warp; q < gridDim.y; q += kStatsWarps) {
+    const long long nb = __ldcg(part_count + q * gridDim.x + tile);
+    if (col_ok) {
+      chan_merge(gn, gm, gm2, nb, __ldcg(part_mean + q * d + col), __ldcg(part_m2 + q * d + col));
     }
   }
-  s_sum[warp][lane] = sum;
-  s_sq[warp][lane] = sq;
+  s_mean[warp][lane] = gm;
+  s_m2[warp][lane] = gm2;
+  s_count[warp] = 0;
   __syncthreads();
-  if (warp != 0 || col >= d) return;
-  for (int w = 1; w < kFinishWarps; ++w) {
-    sum += s_sum[w][lane];
-    sq += s_sq[w][lane];
+  if (lane == 0) s_count[warp] = gn;  // same on every lane with col_ok; lane 0 always has col_ok
+  __syncthreads();
+  if (warp == 0 && col_ok) {
+    long long tn = 0;
+    A tm = A(0), tm2 = A(0);
+    for (int w = 0; w < kStatsWarps; ++w) chan_merge(tn, tm, tm2, s_count[w], s_mean[w][lane], s_m2[w][lane]);
+    const A var = tn > 0 ? tm2 / static_cast<A>(tn) : A(NAN);
+    A m, s;
+    blend<A>(tm, sqrt(var > A(0) ? var : A(0)), static_cast<A>(old_mean[col]), static_cast<A>(old_std[col]),
+             smoothing, min_std, &m, &s);
+    new_mean[col] = static_cast<T>(m);
+    new_std[col] = static_cast<T>(s);
   }
-  const double mean_dev = sum / n_elite;
-  const double var = sq / n_elite - mean_dev * mean_dev;
-  const A fit_mean = static_cast<A>(static_cast<double>(x[elite[0] * d + col]) + mean_dev);
-  const A fit_std = static_cast<A>(sqrt(var > 0 ? var : 0.0));  // NaN stays NaN
-  A m, s;
-  blend<A>(fit_mean, var != var ? A(NAN) : fit_std, static_cast<A>(old_mean[col]), static_cast<A>(old_std[col]),
-           smoothing, min_std, &m, &s);
-  new_mean[col] = static_cast<T>(m);
-  new_std[col] = static_cast<T>(s);
 }
 
 }  // namespace
@@ -302,37 +348,51 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
                      const at::Tensor& scores, int64_t n_elite, const at::Tensor& mean, const at::Tensor& std,
                      double smoothing, double min_std, bool maximize) {
   c10::cuda::CUDAGuard guard(samples.device());
-  auto stream = c10::cuda::getCurrentCUDAStream();
-  const int n = static_cast<int>(samples.size(0)), elite_n = static_cast<int>(n_elite);
-  const int64_t d = samples.size(1);
+  const int64_t n = samples.size(0), d = samples.size(1);
+  const at::Tensor &x = samples, &sc = scores, &m_old = mean, &s_old = std;  // contiguous (sampling.cpp)
   const int sms = jk::multiprocessor_count(samples.get_device());
-  // Sums grid: column tiles x elite chunks, about four blocks per SM, at least 16 rows a chunk.
-  const int64_t tiles = (d + kStatsThreads - 1) / kStatsThreads;
-  const int max_chunks = static_cast<int>(std::min<int64_t>((elite_n + 15) / 16, 65535));
-  int chunks = static_cast<int>(std::clamp<int64_t>((4 * sms + tiles - 1) / tiles, 1, max_chunks));
-  const int rows_per_chunk = (elite_n + chunks - 1) / chunks;
-  chunks = (elite_n + rows_per_chunk - 1) / rows_per_chunk;
-  // One scratch buffer: the partial sums (float64) and the elite index list.
-  const at::Tensor scratch = at::empty({2 * chunks * d + (elite_n + 1) / 2}, samples.options().dtype(at::kDouble));
-  double* part_sum = scratch.mutable_data_ptr<double>();
-  double* part_sq = part_sum + chunks * d;
-  int* elite = reinterpret_cast<int*>(part_sq + chunks * d);
+  const int key_bits = scores.scalar_type() == at::kDouble ? 64 : 32;
+  const int passes = key_bits / 8;
+  // Stats grid: 32-column tiles x row chunks, about four blocks per SM.
+  const int64_t tiles = (d + kStatsCols - 1) / kStatsCols;
+  int64_t chunks = std::clamp<int64_t>((4 * sms + tiles - 1) / tiles, 1, std::min<int64_t>((n + 255) / 256, 65535));
+  const int64_t chunk = (n + chunks - 1) / chunks;
+  chunks = (n + chunk - 1) / chunk;
+  // One zeroed scratch buffer (one memset): histograms, select states, counters, partial counts.
+  const int64_t off_hist = 0, off_state = off_hist + passes * kRadixBins, off_done = off_state + 3 * (passes + 1);
+  const int64_t off_ties = off_done + passes, off_pcount = off_ties + chunks, off_tile_done = off_pcount + chunks * tiles;
+  const at::Tensor scratch = at::zeros({off_tile_done + tiles}, samples.options().dtype(at::kLong));
+  auto* base = reinterpret_cast<unsigned long long*>(scratch.mutable_data_ptr<int64_t>());
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  const int64_t radix_blocks =
+      std::max<int64_t>(1, std::min<int64_t>((n + kRadixThreads * 4 - 1) / (kRadixThreads * 4), 2 * sms));
+  const at::ScalarType acc_type = samples.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor part_mean = at::empty({chunks, d}, samples.options().dtype(acc_type));
+  const at::Tensor part_m2 = at::empty({chunks, d}, samples.options().dtype(acc_type));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, scores.scalar_type(), "cem_select_cuda", [&] {
-    select_elite_kernel<scalar_t><<<1, kSelectThreads, 0, stream>>>(scores.const_data_ptr<scalar_t>(), n, elite_n,
-                                                                     maximize, elite);
+    using S = scalar_t;
+    const S* sp = sc.const_data_ptr<S>();
+    for (int p = 0; p < passes; ++p) {
+      radix_pass_kernel<S><<<radix_blocks, kRadixThreads, 0, stream>>>(
+          sp, n, maximize, p, key_bits - 8 * (p + 1), n_elite, base + off_hist, base + off_state,
+          reinterpret_cast<unsigned int*>(base + off_done));
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+    const unsigned long long* final_state = base + off_state + 3 * passes;
+    count_ties_kernel<S><<<chunks, 256, 0, stream>>>(sp, n, maximize, chunk, final_state,
+                                                     reinterpret_cast<long long*>(base + off_ties));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, samples.scalar_type(), "cem_stats_cuda", [&] {
-    using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-    const scalar_t* x = samples.const_data_ptr<scalar_t>();
-    elite_sums_kernel<scalar_t><<<dim3(tiles, chunks), kStatsThreads, 0, stream>>>(x, d, elite, elite_n,
-                                                                                   rows_per_chunk, part_sum, part_sq);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    elite_finish_kernel<scalar_t, A><<<(d + 31) / 32, kFinishWarps * 32, 0, stream>>>(
-        x, d, elite, elite_n, chunks, part_sum, part_sq, mean.const_data_ptr<scalar_t>(),
-        std.const_data_ptr<scalar_t>(), static_cast<A>(smoothing), static_cast<A>(min_std),
-        new_mean.mutable_data_ptr<scalar_t>(), new_std.mutable_data_ptr<scalar_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, samples.scalar_type(), "cem_stats_cuda", [&] {
+      using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+      elite_stats_kernel<scalar_t, S, A><<<dim3(tiles, chunks), kStatsWarps * 32, 0, stream>>>(
+          x.const_data_ptr<scalar_t>(), sp, n, d, maximize, chunk, final_state,
+          reinterpret_cast<const long long*>(base + off_ties), part_mean.mutable_data_ptr<A>(),
+          part_m2.mutable_data_ptr<A>(), reinterpret_cast<long long*>(base + off_pcount),
+          reinterpret_cast<unsigned int*>(base + off_tile_done), m_old.const_data_ptr<scalar_t>(),
+          s_old.const_data_ptr<scalar_t>(), static_cast<A>(smoothing), static_cast<A>(min_std),
+          new_mean.mutable_data_ptr<scalar_t>(), new_std.mutable_data_ptr<scalar_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
   });
 }
 
