@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -181,8 +180,6 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
   jk::check_float(samples, "samples");
   jk::check_dim(samples, "samples", 2);
   const int64_t n = samples.size(0), d = samples.size(1);
-  TORCH_CHECK_VALUE(n <= std::numeric_limits<int32_t>::max(), "samples must have fewer than 2^31 rows, got ",
-                    std::to_string(n));
   jk::check_float(scores, "scores");
   jk::check_same_device(samples, "samples", scores, "scores");
   TORCH_CHECK_VALUE(scores.dim() == 1 && scores.size(0) == n, "scores must have shape (n,) = (", std::to_string(n),
