@@ -4,6 +4,8 @@ import math
 import pytest
 import torch
 from conftest import DEVICES, TOLERANCES, needs_cuda
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import loader
 
@@ -115,6 +117,26 @@ def test_normal_bad_input(device):
         fam.normal(m, s, 5, out=torch.empty(5, 4, device=device))
     with pytest.raises((RuntimeError, ValueError), match="out"):
         fam.normal(m, s, 5, out=torch.empty(3, 5, device=device).T)
+
+
+def test_normal_out_rejects_bad_out(device):
+    m, s = torch.zeros(3, device=device), torch.ones(3, device=device)
+    for bad in (torch.empty(1, 3, device=device).expand(5, 3),  # overlapping rows
+                torch.empty(5, 3, dtype=torch.int32, device=device),
+                torch.empty(5, 3, dtype=torch.complex64, device=device),
+                torch.empty(5, 3, device="meta")):
+        with pytest.raises((RuntimeError, ValueError), match="out"):
+            fam.ops.normal_out(m, s, out=bad)
+
+
+def test_meta_shapes():
+    m = torch.empty(7, device="meta")
+    assert fam.normal(m, m, 5, dtype=torch.bfloat16).shape == (5, 7)
+    x, sc = torch.empty(20, 7, device="meta"), torch.empty(20, device="meta")
+    new_mean, new_std = fam.cem_update(x, sc, 3, m, m)
+    assert new_mean.shape == (7,) and new_std.shape == (7,) and new_mean.device.type == "meta"
+    with pytest.raises((RuntimeError, ValueError), match="n_elite"):
+        fam.cem_update(x, sc, 21, m, m)
 
 
 def test_normal_negative_std(device):
@@ -235,6 +257,15 @@ def test_cem_update_bad_input(device):
         fam.cem_update(x, sc, 5, m, s, smoothing=1.5)
     with pytest.raises((RuntimeError, ValueError), match="min_std"):
         fam.cem_update(x, sc, 5, m, s, min_std=-1.0)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises((RuntimeError, ValueError), match="smoothing"):
+            fam.cem_update(x, sc, 5, m, s, smoothing=bad)
+        with pytest.raises((RuntimeError, ValueError), match="min_std"):
+            fam.cem_update(x, sc, 5, m, s, min_std=bad)
+    with pytest.raises((RuntimeError, ValueError), match="samples"):
+        fam.cem_update(x.to(torch.complex64), sc, 5, m, s)
+    with pytest.raises((RuntimeError, ValueError), match="scores"):
+        fam.cem_update(x, sc.bool(), 5, m, s)
     if device == "cpu":
         with pytest.raises((RuntimeError, ValueError), match="std"):
             fam.cem_update(x, sc, 5, m, -s)
@@ -244,6 +275,62 @@ def test_cem_update_opcheck(device):
     x, sc = torch.randn(50, 4, device=device), torch.randn(50, device=device)
     torch.library.opcheck(fam.ops.cem_update.default, (x, sc, 7, torch.zeros(4, device=device),
                                                        torch.ones(4, device=device), 0.5, 0.1, True))
+
+
+# ---------------------------------------------------------------- property-based: random shapes, strides, dtypes
+
+def _view(t, strided):
+    """t itself, or a non-contiguous view with t's values (every other element of a larger tensor)."""
+    if not strided:
+        return t
+    big = torch.empty(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
+    big[..., ::2] = t
+    return big[..., ::2]
+
+
+@pytest.mark.parametrize("device_name", DEVICES)
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 300), d=st.integers(1, 70), elite_frac=st.floats(0.0, 1.0),
+       dtype=st.sampled_from(ALL_DTYPES), score_dtype=st.sampled_from(ALL_DTYPES), strided=st.booleans(),
+       ties=st.booleans(), maximize=st.booleans(), smoothing=st.sampled_from([0.0, 0.3]),
+       seed=st.integers(0, 2**31 - 1))
+def test_cem_update_property(device_name, n, d, elite_frac, dtype, score_dtype, strided, ties, maximize,
+                             smoothing, seed):
+    g = torch.Generator().manual_seed(seed)
+    n_elite = max(1, min(n, round(elite_frac * n)))
+    samples = (torch.randn(n, d, generator=g, dtype=torch.float64) * 2 + 1).to(dtype)
+    scores = (torch.randint(0, 5, (n,), generator=g) if ties else torch.randn(n, generator=g, dtype=torch.float64))
+    scores = scores.to(score_dtype)
+    mean, std = torch.randn(d, generator=g).to(dtype), torch.rand(d, generator=g).to(dtype)
+    args = [_view(t.to(device_name), strided) for t in (samples, scores, mean, std)]
+    got = fam.cem_update(args[0], args[1], n_elite, args[2], args[3], smoothing, 0.01, maximize)
+    want = ref.cem_update(samples, scores, n_elite, mean, std, smoothing, 0.01, maximize)
+    atol, rtol = TOLERANCES[dtype]
+    atol, rtol = (2e-5, 2e-5) if dtype == torch.float32 else (max(atol, 1e-9), max(rtol, 1e-9))
+    for g_, w in zip(got, want):
+        assert g_.shape == (d,) and g_.dtype == dtype and g_.device.type == device_name
+        torch.testing.assert_close(g_.cpu(), w, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("device_name", DEVICES)
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 200), d=st.integers(0, 40), dtype=st.sampled_from(ALL_DTYPES),
+       out_dtype=st.sampled_from([None] + ALL_DTYPES), strided=st.booleans(), seed=st.integers(0, 2**31 - 1))
+def test_normal_property(device_name, n, d, dtype, out_dtype, strided, seed):
+    g = torch.Generator().manual_seed(seed)
+    mean = (torch.randn(d, generator=g) * 3).to(dtype)
+    zero = torch.zeros(d, dtype=dtype)
+    # std = 0: every element is its column's mean, exactly as the reference computes it
+    got = fam.normal(_view(mean.to(device_name), strided), _view(zero.to(device_name), strided), n, dtype=out_dtype)
+    want = ref.normal(mean, zero, n, dtype=out_dtype)
+    assert got.shape == (n, d) and got.dtype == want.dtype and got.device.type == device_name
+    torch.testing.assert_close(got.cpu(), want, atol=0, rtol=0)
+    # std > 0: finite draws that differ between rows
+    std = _view(torch.rand(d, generator=g).to(dtype).add(0.5).to(device_name), strided)
+    x = fam.normal(_view(mean.to(device_name), strided), std, n, dtype=out_dtype)
+    assert x.shape == (n, d) and torch.isfinite(x.float()).all()
+    if n >= 2 and d >= 1:
+        assert not torch.equal(x[0], x[1])
 
 
 # ---------------------------------------------------------------- the loop, compile, graphs

@@ -4,6 +4,7 @@ normal: (n, d) independent draws from N(mean_j, std_j^2), Philox counters from P
 (reproducible under torch.manual_seed, safe to capture in a CUDA graph).
 cem_update: refit mean and std on the elite of a scored population, with no host sync.
 cem_minimize: the whole CEM loop for any batched objective.
+Shapes for fake tensors (torch.compile, opcheck) come from the ops' Meta kernels in sampling.cpp.
 """
 from typing import Callable, NamedTuple
 
@@ -21,8 +22,9 @@ def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype 
     """Samples of shape (n, d): element [i, j] = mean[j] + std[j] * z[i, j], every z an independent N(0, 1).
 
     mean, std: (d,) tensors of one float dtype and device. dtype: output float32, float64, float16 or
-    bfloat16 (default: mean's dtype). The normals are float32 Box-Muller draws from Philox4x32-10 for
-    every output dtype (mean + std * z is then computed in float64 for a float64 output, else float32).
+    bfloat16 (default: mean's dtype). The normals are float32 Box-Muller draws from Philox4x32-10
+    (32-bit uniforms; 16-bit uniforms for float16/bfloat16 outputs, whose |z| then stays below 4.8);
+    mean + std * z is computed in float64 for a float64 output, else float32.
     out: a contiguous (n, d) tensor to write into instead (dtype is then out's). A negative std raises
     on the CPU; on CUDA (no host sync allowed) its column comes out NaN. Not differentiable, like
     torch.normal.
@@ -95,21 +97,6 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
         history[it] = value
         mean, std = cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
     return CEMResult(mean, std, best_x, best_value, history)
-
-
-@torch.library.register_fake(f"{NAMESPACE}::normal")
-def _normal_fake(mean, std, n, *, dtype=None, generator=None):
-    return torch.empty((n, mean.shape[0]), dtype=dtype or mean.dtype, device=mean.device)
-
-
-@torch.library.register_fake(f"{NAMESPACE}::normal_out")
-def _normal_out_fake(mean, std, *, out, generator=None):
-    return None
-
-
-@torch.library.register_fake(f"{NAMESPACE}::cem_update")
-def _cem_update_fake(samples, scores, n_elite, mean, std, smoothing=0.0, min_std=0.0, maximize=False):
-    return torch.empty_like(mean), torch.empty_like(std)
 
 
 def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,

@@ -1,142 +1,103 @@
-// Family `sampling`: CUDA kernels.
+// Family `sampling`: CUDA kernels and their launchers (checks, allocation and registration are in
+// sampling.cpp, which keeps this file's includes, and so its cold nvcc time, small).
 //
-// Design (what bounds each op):
-// - normal: the floor is writing n*d outputs once. Each thread makes one chunk of 16 output bytes
-//   per grid-stride step (4 floats / 8 halves; 4 doubles as two 16-byte stores), one Philox4x32-10
-//   call per 4 draws (Box-Muller, fast __logf/__sincosf), 64-bit indexing. The column of a chunk
-//   moves by a fixed step per grid stride, so there is one 64-bit modulo per thread, not per element.
-//   mean/std are tiny and stay in L1. At d=5000 n=65536 the Philox+Box-Muller arithmetic is about as
-//   costly as the stores, so nothing else is added per element. Draws are reserved from PyTorch's
-//   generator (n*d, rounded to 4), read on the device (CUDA-graph safe, no host sync).
+// - normal: the floor is writing n*d outputs once, and the arithmetic is what limits, so per output
+//   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs) and of
+//   a Box-Muller pair (MUFU log2/sqrt/sin/cos), one FMA, a convert and a 16-byte store. The grid stride
+//   is a multiple of d's period, so a thread's columns never change: its mean/std live in registers.
+//   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
 // - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Selection is an
-//   exact radix select of the n_elite-th smallest order key (8 bits per pass, 4 passes for 32-bit
-//   scores, 8 for float64), each pass a multi-block histogram kernel whose last block picks the bin,
-//   so nothing waits on the host. Ties at the threshold go to the lowest indices: a small kernel
-//   counts threshold-equal keys per row chunk, and the stats kernel ranks them by index. The stats
-//   kernel is a grid of (32-column tile) x (row chunk) blocks; each block compacts its chunk's elite
-//   rows into shared memory in index order, accumulates Welford mean/M2 per column (float32, float64
-//   for float64 samples) with each warp on every 8th elite row, merges warps and then chunks with
-//   Chan's formula in a fixed order (deterministic), and the last block of each tile writes the result.
+//   exact radix select of the n_elite-th smallest order key (8 bits per pass), each pass a multi-block
+//   histogram kernel whose last block picks the bin, so nothing waits on the host. Ties at the
+//   threshold go to the lowest indices: a small kernel counts threshold-equal keys per row chunk, and
+//   the stats kernel ranks them by index. The stats kernel is a grid of (32-column tile) x (row chunk)
+//   blocks; each compacts its chunk's elite rows into shared memory in index order, accumulates
+//   Welford mean/M2 per column (float32; float64 for float64 samples), merges warps and then chunks
+//   with Chan's formula in a fixed order (deterministic), and the last block of each tile writes out.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
-#include <tuple>
+#include <numeric>
 
 #include "elementwise.cuh"  // jk::multiprocessor_count
-#include "jk.h"
 #include "philox_cuda.cuh"
 #include "reduce.cuh"
 #include "sampling.h"
 
 namespace sampling {
 
-// sampling.cpp
-void check_normal_params(const at::Tensor& mean, const at::Tensor& std);
-at::ScalarType normal_out_dtype(const at::Tensor& mean, std::optional<at::ScalarType> dtype);
-void check_normal_out(const at::Tensor& mean, const at::Tensor& out);
-void check_cem_update_args(const at::Tensor& samples, const at::Tensor& scores, int64_t n_elite,
-                           const at::Tensor& mean, const at::Tensor& std, double smoothing, double min_std);
-
 namespace {
 
 // ---------------------------------------------------------------- normal
 
-template <typename T>
-constexpr int normal_chunk() {
-  return sizeof(T) == 2 ? 8 : 4;  // 16 bytes of float/half/bf16; 4 doubles (one Philox call)
-}
+constexpr int kNormalThreads = 256;
 
-template <typename T, typename P, bool kVector>
-__global__ void __launch_bounds__(256) normal_kernel(T* __restrict__ out, const P* __restrict__ mean,
-                                                     const P* __restrict__ std, int64_t total, int64_t d,
-                                                     at::PhiloxCudaState philox) {
-  constexpr int kPer = normal_chunk<T>();
+// Thread t makes Philox calls t, t + stride, ... (kPer outputs each); stride * kPer is a multiple of d.
+template <typename T, typename P>
+__global__ void __launch_bounds__(kNormalThreads)
+    normal_kernel(T* __restrict__ out, const P* __restrict__ mean, const P* __restrict__ std, int64_t total, int64_t d,
+                  int64_t stride, bool vector, at::PhiloxCudaState philox) {
+  constexpr int kPer = normals_per_call<T>();
+  const int64_t first_call = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (first_call >= stride) return;
   const jk::PhiloxSeed seed = jk::unpack_philox(philox);
-  const int64_t chunks = (total + kPer - 1) / kPer;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= chunks) return;
-  int64_t col = (c * kPer) % d;
-  const int64_t col_step = (stride * kPer) % d;
-  for (; c < chunks; c += stride) {
+  P m[kPer], s[kPer];
+  int64_t col = first_call * kPer % d;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    s[j] = std[col];
+    m[j] = mean_or_nan(mean[col], s[j]);
+    if (++col == d) col = 0;
+  }
+  const int64_t calls = (total + kPer - 1) / kPer;
+  for (int64_t c = first_call; c < calls; c += stride) {
     float z[kPer];
-#pragma unroll
-    for (int g = 0; g < kPer / 4; ++g) {
-      const jk::Float4 r = normal_group(seed, static_cast<uint64_t>(c) * (kPer / 4) + g);
-      z[4 * g] = r.x;
-      z[4 * g + 1] = r.y;
-      z[4 * g + 2] = r.z;
-      z[4 * g + 3] = r.w;
-    }
+    normals<kPer>(seed, static_cast<uint64_t>(c), z);
     alignas(16) T v[kPer];
-    int64_t j_col = col;
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      v[j] = static_cast<T>(affine(__ldg(mean + j_col), __ldg(std + j_col), z[j]));
-      if (++j_col == d) j_col = 0;
-    }
-    const int64_t first = c * kPer;
-    if (kVector && first + kPer <= total) {
-      uint4* dst = reinterpret_cast<uint4*>(out + first);
-      const uint4* src = reinterpret_cast<const uint4*>(v);
+    for (int j = 0; j < kPer; ++j) v[j] = static_cast<T>(m[j] + s[j] * static_cast<P>(z[j]));
+    const int64_t i0 = c * kPer;
+    if (vector && i0 + kPer <= total) {
+      uint4* dst = reinterpret_cast<uint4*>(out + i0);
 #pragma unroll
-      for (int q = 0; q < static_cast<int>(kPer * sizeof(T) / 16); ++q) dst[q] = src[q];
+      for (int q = 0; q < static_cast<int>(sizeof(v) / 16); ++q) dst[q] = reinterpret_cast<const uint4*>(v)[q];
     } else {
 #pragma unroll
       for (int j = 0; j < kPer; ++j)
-        if (first + j < total) out[first + j] = v[j];
+        if (i0 + j < total) out[i0 + j] = v[j];
     }
-    col += col_step;
-    if (col >= d) col -= d;
   }
 }
 
-void normal_fill_cuda(const at::Tensor& out, const at::Tensor& mean, const at::Tensor& std,
-                      const std::optional<at::Generator>& generator) {
-  const int64_t total = out.numel();
-  if (total == 0) return;
+}  // namespace
+
+void normal_cuda(const at::Tensor& out, const at::Tensor& mean, const at::Tensor& std,
+                 const std::optional<at::Generator>& generator) {
+  const int64_t total = out.numel(), d = out.size(1);
   c10::cuda::CUDAGuard guard(out.device());
-  const at::ScalarType p_type = out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  const at::Tensor m = mean.to(p_type).contiguous(), s = std.to(p_type).contiguous();
-  const at::PhiloxCudaState philox = jk::cuda_philox_state(static_cast<uint64_t>(total), generator);
-  const int64_t d = out.size(1);
   auto stream = c10::cuda::getCurrentCUDAStream();
+  const int sms = jk::multiprocessor_count(out.get_device());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "normal_cuda", [&] {
     using P = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-    constexpr int kThreads = 256, kPer = normal_chunk<scalar_t>();
-    const int64_t chunks = (total + kPer - 1) / kPer;
-    const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * (2048 / kThreads);
-    const int64_t blocks = std::min((chunks + kThreads - 1) / kThreads, max_blocks);
+    constexpr int kPer = normals_per_call<scalar_t>();
+    const int64_t calls = (total + kPer - 1) / kPer;
+    // The smallest number of calls whose outputs span whole rows; the stride is the multiple of it
+    // closest to one full wave of resident threads (or every call, if fewer).
+    const int64_t period = d / std::gcd<int64_t>(d, kPer);
+    const int64_t stride = std::min(calls, period * std::max<int64_t>(1, int64_t(sms) * 2048 / period));
+    const int64_t blocks = (stride + kNormalThreads - 1) / kNormalThreads;
+    const at::PhiloxCudaState philox = jk::cuda_philox_state(static_cast<uint64_t>(calls) * 4, generator);
     scalar_t* out_ptr = out.mutable_data_ptr<scalar_t>();
     const bool vector = reinterpret_cast<uintptr_t>(out_ptr) % 16 == 0;
-    if (vector) {
-      normal_kernel<scalar_t, P, true><<<blocks, kThreads, 0, stream>>>(out_ptr, m.const_data_ptr<P>(),
-                                                                        s.const_data_ptr<P>(), total, d, philox);
-    } else {
-      normal_kernel<scalar_t, P, false><<<blocks, kThreads, 0, stream>>>(out_ptr, m.const_data_ptr<P>(),
-                                                                         s.const_data_ptr<P>(), total, d, philox);
-    }
+    normal_kernel<scalar_t, P><<<blocks, kNormalThreads, 0, stream>>>(
+        out_ptr, mean.const_data_ptr<P>(), std.const_data_ptr<P>(), total, d, stride, vector, philox);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 
-at::Tensor normal_cuda(const at::Tensor& mean, const at::Tensor& std, int64_t n, std::optional<at::ScalarType> dtype,
-                       std::optional<at::Generator> generator) {
-  check_normal_params(mean, std);
-  TORCH_CHECK_VALUE(n >= 0, "n must be >= 0, got ", n);
-  at::Tensor out = at::empty({n, mean.size(0)}, mean.options().dtype(normal_out_dtype(mean, dtype)));
-  normal_fill_cuda(out, mean, std, generator);
-  return out;
-}
-
-void normal_out_cuda(const at::Tensor& mean, const at::Tensor& std, const at::Tensor& out,
-                     std::optional<at::Generator> generator) {
-  check_normal_params(mean, std);
-  check_normal_out(mean, out);
-  normal_fill_cuda(out, mean, std, generator);
-}
+namespace {
 
 // ---------------------------------------------------------------- cem_update: selection
 
@@ -381,16 +342,14 @@ __global__ void __launch_bounds__(kStatsWarps * 32)
   }
 }
 
-std::tuple<at::Tensor, at::Tensor> cem_update_cuda(const at::Tensor& samples, const at::Tensor& scores,
-                                                   int64_t n_elite, const at::Tensor& mean, const at::Tensor& std,
-                                                   double smoothing, double min_std, bool maximize) {
-  check_cem_update_args(samples, scores, n_elite, mean, std, smoothing, min_std);
+}  // namespace
+
+void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, const at::Tensor& samples,
+                     const at::Tensor& scores, int64_t n_elite, const at::Tensor& mean, const at::Tensor& std,
+                     double smoothing, double min_std, bool maximize) {
   c10::cuda::CUDAGuard guard(samples.device());
   const int64_t n = samples.size(0), d = samples.size(1);
-  at::Tensor new_mean = at::empty({d}, mean.options()), new_std = at::empty({d}, mean.options());
-  if (d == 0) return {new_mean, new_std};
-  const at::Tensor x = samples.contiguous(), sc = scores.contiguous();
-  const at::Tensor m_old = mean.contiguous(), s_old = std.contiguous();
+  const at::Tensor &x = samples, &sc = scores, &m_old = mean, &s_old = std;  // contiguous (sampling.cpp)
   const int sms = jk::multiprocessor_count(samples.get_device());
   const int key_bits = scores.scalar_type() == at::kDouble ? 64 : 32;
   const int passes = key_bits / 8;
@@ -435,15 +394,6 @@ std::tuple<at::Tensor, at::Tensor> cem_update_cuda(const at::Tensor& samples, co
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
-  return {new_mean, new_std};
-}
-
-}  // namespace
-
-JK_LIBRARY_IMPL(CUDA, m) {
-  m.impl("normal", &normal_cuda);
-  m.impl("normal_out", &normal_out_cuda);
-  m.impl("cem_update", &cem_update_cuda);
 }
 
 }  // namespace sampling

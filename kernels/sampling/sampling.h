@@ -2,6 +2,7 @@
 #pragma once
 #include <c10/macros/Macros.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -10,16 +11,95 @@
 
 namespace sampling {
 
-// Element i of the flattened (n, d) output of `normal` uses draw i % 4 of Philox group
-// i / 4, on CPU and CUDA alike, so every element gets its own independent N(0, 1).
-C10_HOST_DEVICE inline jk::Float4 normal_group(const jk::PhiloxSeed& s, uint64_t group) {
-  return jk::normal4(s.seed, s.offset / 4 + group, 0);
+// Draws for `normal`. Element i of the flattened (n, d) output is lane i % kPer of Philox call
+// i / kPer, on CPU and CUDA alike, so every element gets its own independent N(0, 1): kPer = 4
+// (one 32-bit uniform per Box-Muller input) for float32/float64 outputs, 8 (16-bit uniforms, plenty
+// for a 16-bit result; |z| <= 4.7) for float16/bfloat16, so a 16-bit output costs half the Philox work.
+template <typename T>
+constexpr int normals_per_call() {
+  return sizeof(T) == 2 ? 8 : 4;
 }
 
-// mean + std * z; a negative std gives NaN (on CUDA the op cannot raise without a host sync).
+C10_HOST_DEVICE inline float bits_as_float(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+#endif
+}
+
+// A uniform in (0, 1] from the top 23 bits: 2 - [1, 2) built from the mantissa (no int->float convert).
+C10_HOST_DEVICE inline float uniform_hi23(uint32_t bits) {
+  return 2.0f - bits_as_float(0x3f800000u | (bits >> 9));
+}
+
+// A uniform in (0, 1] from 16 bits (the low half of `bits`): steps of 2^-16.
+C10_HOST_DEVICE inline float uniform_lo16(uint32_t bits) {
+  return 2.0f - bits_as_float(0x3f800000u | ((bits & 0xffffu) << 7));
+}
+
+// Box-Muller: two independent N(0, 1) from a radius uniform u in (0, 1] and an angle uniform a.
+C10_HOST_DEVICE inline void box_muller(float u, float a, float* z0, float* z1) {
+  constexpr float kTwoPi = 6.283185307179586f;
+#ifdef __CUDA_ARCH__
+  // One MUFU op each (the compiler's sqrtf is the IEEE sequence); -2 ln u = -2 ln2 * log2 u.
+  float radius;
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(radius) : "f"(-1.3862943611198906f * __log2f(u)));
+  float s, c;
+  __sincosf(kTwoPi * a, &s, &c);
+#else
+  const float radius = std::sqrt(-2.0f * std::log(u));
+  const float s = std::sin(kTwoPi * a), c = std::cos(kTwoPi * a);
+#endif
+  *z0 = radius * c;
+  *z1 = radius * s;
+}
+
+// Philox4x32-10 as jk::philox4x32_10 with counter (call, 0): on the device, mulhi/mullo as two 32-bit
+// multiplies (the 64-bit product compiled to a wide multiply plus an extra add per multiply).
+C10_HOST_DEVICE inline jk::Uint4 philox_counter(uint64_t seed, uint64_t counter) {
+#ifdef __CUDA_ARCH__
+  uint32_t x = static_cast<uint32_t>(counter), y = static_cast<uint32_t>(counter >> 32), z = 0, w = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    const uint32_t hi0 = __umulhi(0xD2511F53u, x), lo0 = 0xD2511F53u * x;
+    const uint32_t hi1 = __umulhi(0xCD9E8D57u, z), lo1 = 0xCD9E8D57u * z;
+    x = hi1 ^ y ^ k0;
+    y = lo1;
+    z = hi0 ^ w ^ k1;
+    w = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return jk::Uint4{x, y, z, w};
+#else
+  return jk::philox4x32_10(seed, counter, 0);
+#endif
+}
+
+// The kPer normals of Philox call `call` (counter offset / 4 + call of the op's reserved range).
+template <int kPer>
+C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, float* z) {
+  const jk::Uint4 r = philox_counter(s.seed, s.offset / 4 + call);
+  if constexpr (kPer == 4) {
+    box_muller(uniform_hi23(r.x), uniform_hi23(r.y), &z[0], &z[1]);
+    box_muller(uniform_hi23(r.z), uniform_hi23(r.w), &z[2], &z[3]);
+  } else {
+    static_assert(kPer == 8, "4 or 8 normals per Philox call");
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) box_muller(uniform_lo16(w[q]), uniform_lo16(w[q] >> 16), &z[2 * q], &z[2 * q + 1]);
+  }
+}
+
+// mean + std * z is computed as m + std * z with m = NaN where std < 0 (on CUDA the op cannot raise
+// without a host sync, so that column comes out NaN).
 template <typename P>
-C10_HOST_DEVICE inline P affine(P mean, P std, float z) {
-  return std >= P(0) ? mean + std * static_cast<P>(z) : P(NAN);
+C10_HOST_DEVICE inline P mean_or_nan(P mean, P std) {
+  return std >= P(0) ? mean : P(NAN);
 }
 
 // Unsigned keys whose order is the selection order of cem_update: ascending score
