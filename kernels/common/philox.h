@@ -23,10 +23,17 @@ struct Uint4 {
   uint32_t x, y, z, w;
 };
 
+// On the device two 32-bit multiplies: the 64-bit product compiled to a wide multiply plus an
+// extra add, and that alone cost sampling.normal a quarter of its time on an H200.
 C10_HOST_DEVICE inline uint32_t mulhilo32(uint32_t a, uint32_t b, uint32_t* hi) {
+#ifdef __CUDA_ARCH__
+  *hi = __umulhi(a, b);
+  return a * b;
+#else
   const uint64_t product = static_cast<uint64_t>(a) * b;
   *hi = static_cast<uint32_t>(product >> 32);
   return static_cast<uint32_t>(product);
+#endif
 }
 
 // Four independent 32-bit draws for (seed, counter, subsequence).

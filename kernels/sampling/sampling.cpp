@@ -180,6 +180,7 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
   jk::check_float(samples, "samples");
   jk::check_dim(samples, "samples", 2);
   const int64_t n = samples.size(0), d = samples.size(1);
+  TORCH_CHECK_VALUE(n >= 1, "samples has no rows: cem_update needs at least one scored sample");
   jk::check_float(scores, "scores");
   jk::check_same_device(samples, "samples", scores, "scores");
   TORCH_CHECK_VALUE(scores.dim() == 1 && scores.size(0) == n, "scores must have shape (n,) = (", std::to_string(n),

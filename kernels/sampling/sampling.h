@@ -57,33 +57,10 @@ C10_HOST_DEVICE inline void box_muller(float u, float a, float* z0, float* z1) {
   *z1 = radius * s;
 }
 
-// Philox4x32-10 as jk::philox4x32_10 with counter (call, 0): on the device, mulhi/mullo as two 32-bit
-// multiplies (the 64-bit product compiled to a wide multiply plus an extra add per multiply).
-C10_HOST_DEVICE inline jk::Uint4 philox_counter(uint64_t seed, uint64_t counter) {
-#ifdef __CUDA_ARCH__
-  uint32_t x = static_cast<uint32_t>(counter), y = static_cast<uint32_t>(counter >> 32), z = 0, w = 0;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-#pragma unroll
-  for (int round = 0; round < 10; ++round) {
-    const uint32_t hi0 = __umulhi(0xD2511F53u, x), lo0 = 0xD2511F53u * x;
-    const uint32_t hi1 = __umulhi(0xCD9E8D57u, z), lo1 = 0xCD9E8D57u * z;
-    x = hi1 ^ y ^ k0;
-    y = lo1;
-    z = hi0 ^ w ^ k1;
-    w = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return jk::Uint4{x, y, z, w};
-#else
-  return jk::philox4x32_10(seed, counter, 0);
-#endif
-}
-
 // The kPer normals of Philox call `call` (counter offset / 4 + call of the op's reserved range).
 template <int kPer>
 C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, float* z) {
-  const jk::Uint4 r = philox_counter(s.seed, s.offset / 4 + call);
+  const jk::Uint4 r = jk::philox4x32_10(s.seed, s.offset / 4 + call, 0);
   if constexpr (kPer == 4) {
     box_muller(uniform_hi23(r.x), uniform_hi23(r.y), &z[0], &z[1]);
     box_muller(uniform_hi23(r.z), uniform_hi23(r.w), &z[2], &z[3]);
