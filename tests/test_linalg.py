@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 import loader
@@ -394,6 +396,64 @@ def test_kron_misaligned_b_and_many_rows_cuda():
     torch.testing.assert_close(gw, g[:, :, None] * x[:, None, :], atol=0, rtol=0)
     A, B = torch.randn(600, 1, device="cuda"), torch.randn(700, 2, device="cuda")
     torch.testing.assert_close(linalg.kron(A, B), torch.kron(A, B), atol=0, rtol=0)
+
+
+# ---------------------------------------------------------------- property-based
+
+def _strided(t, how):
+    """t's values in a non-contiguous layout: "contig", "slice" (every other element of a
+    larger buffer) or "mT" (a transposed copy viewed back)."""
+    if how == "slice":
+        big = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
+        big[..., ::2] = t
+        return big[..., ::2]
+    if how == "mT" and t.dim() >= 2:
+        return t.mT.contiguous().mT
+    return t
+
+
+_layouts = st.sampled_from(["contig", "slice", "mT"])
+_batch = st.lists(st.integers(0, 3), max_size=2).map(tuple)
+
+
+@settings(max_examples=30, deadline=None)
+@given(device=st.sampled_from(DEVICES), dtype=st.sampled_from(list(TOLERANCES)), batch=_batch,
+       dims=st.tuples(*[st.integers(1, 6)] * 4), layouts=st.tuples(_layouts, _layouts))
+def test_property_kron(device, dtype, batch, dims, layouts):
+    m, n, p, q = dims
+    A = _strided(torch.randn(*batch, m, n, device=device).to(dtype), layouts[0])
+    B = _strided(torch.randn(*batch, p, q, device=device).to(dtype), layouts[1])
+    atol, rtol = TOLERANCES[dtype]
+    torch.testing.assert_close(linalg.kron(A, B), ref.kron(A, B), atol=atol, rtol=rtol)
+
+
+@settings(max_examples=30, deadline=None)
+@given(device=st.sampled_from(DEVICES), dtype=st.sampled_from(list(TOLERANCES)), batch=st.integers(0, 5),
+       dims=st.tuples(st.integers(1, 9), st.integers(1, 9)), layouts=st.tuples(_layouts, _layouts),
+       with_bias=st.booleans())
+def test_property_per_sample_grad_linear(device, dtype, batch, dims, layouts, with_bias):
+    x = _strided(torch.randn(batch, dims[0], device=device).to(dtype), layouts[0])
+    g = _strided(torch.randn(batch, dims[1], device=device).to(dtype), layouts[1])
+    gw, gb = linalg.per_sample_grad_linear(x, g, with_bias)
+    rw, rb = ref.per_sample_grad_linear(x, g, with_bias)
+    atol, rtol = TOLERANCES[dtype]
+    torch.testing.assert_close(gw, rw, atol=atol, rtol=rtol)
+    assert (gb is None) == (rb is None)
+    if with_bias:
+        torch.testing.assert_close(gb, rb)
+
+
+@settings(max_examples=30, deadline=None)
+@given(device=st.sampled_from(DEVICES), dtype=st.sampled_from([torch.float32, torch.float64]), batch=_batch,
+       n=st.integers(1, 12), p=st.sampled_from([1, 2, 3, 4, 8]), log_cond=st.floats(0, 3),
+       eps=st.sampled_from([0.0, 1e-3]), layout=_layouts, seed=st.integers(0, 2**31 - 1))
+def test_property_matrix_inverse_root(device, dtype, batch, n, p, log_cond, eps, layout, seed):
+    gen = torch.Generator().manual_seed(seed)
+    A = _strided(random_spd(n, 10 ** log_cond, batch=batch, generator=gen).to(device, dtype), layout)
+    X, residual = linalg.matrix_inverse_root(A, p, eps, fallback="never", return_residual=True)
+    assert X.shape == A.shape and residual.shape == A.shape[:-2] and X.dtype == dtype
+    if A.numel():
+        assert rel_err(X, ref.matrix_inverse_root(A, p, eps)) <= (1e-3 if dtype == torch.float32 else 1e-6)
 
 
 def test_benchmark_cases_construct():

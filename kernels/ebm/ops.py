@@ -13,6 +13,7 @@ import math
 from numbers import Real
 
 import torch
+import torch.distributed as dist
 
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
 _ops = getattr(torch.ops, NAMESPACE)
@@ -21,7 +22,8 @@ __all__ = [
     "gaussian_energy", "gaussian_score", "double_well_energy", "double_well_score",
     "harmonic_energy", "harmonic_score", "rosenbrock_energy", "rosenbrock_score",
     "rastrigin_energy", "rastrigin_score", "ackley_energy", "ackley_score",
-    "energy", "score", "langevin_step", "langevin_step_", "langevin_chain", "hmc_chain", "MODELS",
+    "energy", "score", "langevin_step", "langevin_step_", "langevin_chain", "hmc_chain", "distributed_chain",
+    "MODELS",
 ]
 
 # Scalar parameters of each model, in schema order, with their defaults.
@@ -306,3 +308,44 @@ def _langevin_chain_fake(x, model, mean, precision, params, n_steps, step_size, 
 def _hmc_chain_fake(x, model, mean, precision, params, n_steps, step_size, n_leapfrog, thin=0, generator=None):
     return (torch.empty_like(x, memory_format=torch.contiguous_format), x.new_empty(x.shape[:1]),
             x.new_empty((_n_saved(n_steps, thin), *x.shape)))
+
+
+# ---------------------------------------------------------------- several GPUs
+
+def distributed_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, *, sampler: str = "langevin",
+                      seed: int = 0, gather: bool = True, group: dist.ProcessGroup | None = None, **kwargs):
+    """Run langevin_chain or hmc_chain on this rank's rows, then combine the ranks of a torch.distributed group.
+
+    Call it on every rank (e.g. under torchrun), each with its own x (B, D) on its own device and the same
+    B everywhere. Rank r draws its noise from a generator seeded seed + r, so N ranks give exactly the rows
+    that N single-process runs with seeds seed, ..., seed + N - 1 give, stacked in rank order.
+    sampler: "langevin" (kwargs as langevin_chain: noise_scale, clamp, model parameters) or "hmc"
+    (kwargs as hmc_chain: n_leapfrog, model parameters).
+    Returns (samples, stats) on every rank. samples: all N*B rows when gather (all_gather), else this
+    rank's B rows. stats (float64, from an all_reduce of per-rank sums, so they cover every rank even
+    without gather): "n", "mean" (D,), "cov" (D, D), and for hmc "accept_rate" over all chains.
+    """
+    if sampler not in ("langevin", "hmc"):
+        raise ValueError(f"sampler must be 'langevin' or 'hmc', got {sampler!r}")
+    generator = torch.Generator(device=x.device).manual_seed(seed + dist.get_rank(group))
+    if sampler == "langevin":
+        out, accepted = langevin_chain(x, model, n_steps, step_size, generator=generator, **kwargs), None
+    else:
+        out, accept_rate = hmc_chain(x, model, n_steps, step_size, generator=generator, **kwargs)
+        accepted = accept_rate.double().sum().view(1)
+    local = out.double()
+    # One all_reduce carries every sum: [count, Σx (D), Σxxᵀ (D·D), accepted].
+    sums = torch.cat([local.new_tensor([out.shape[0]]), local.sum(0), (local.T @ local).flatten(),
+                      accepted if accepted is not None else local.new_zeros(1)])
+    dist.all_reduce(sums, group=group)
+    d = out.shape[1]
+    n, mean = sums[0], sums[1:1 + d] / sums[0]
+    cov = sums[1 + d:1 + d + d * d].view(d, d) / n - torch.outer(mean, mean)
+    stats = {"n": n, "mean": mean, "cov": cov}
+    if sampler == "hmc":
+        stats["accept_rate"] = sums[-1] / n
+    if gather:
+        parts = [torch.empty_like(out) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, out.contiguous(), group=group)
+        out = torch.cat(parts)
+    return out, stats

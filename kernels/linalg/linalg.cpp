@@ -1,4 +1,10 @@
-// Family `linalg`: op schemas, argument checks, the matrix_inverse_root driver and CPU kernels.
+// Family `linalg`: op schemas, the op functions and their CPU loops.
+// Each op is one function registered for CPU, CUDA and Meta: it checks its arguments,
+// allocates the output, stops there on the Meta device (fake tensors: torch.compile,
+// opcheck), and otherwise runs the CPU loop or calls the CUDA launcher (linalg.cu).
+// matrix_inverse_root is built on ATen matrix products, so its driver serves every device;
+// only its elementwise step (eye_axpy) has a loop per device.
+#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/bmm.h>
@@ -12,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "jk.h"
@@ -90,15 +97,44 @@ at::Tensor bmm_power(const at::Tensor& T, int64_t p) {
   }
 }
 
-void check_matrix_inverse_root_args(const at::Tensor& A, int64_t p, double eps, double max_cond) {
-  jk::check_float32_or_64(A, "A");
-  TORCH_CHECK_VALUE(A.dim() >= 2, "A must be a square matrix (n, n) or a batch of them (..., n, n), got shape ",
-                    A.sizes());
-  TORCH_CHECK_VALUE(A.size(-1) == A.size(-2), "A must be square in its last two dims, got shape ", A.sizes());
-  TORCH_CHECK_VALUE(p >= 1 && p <= kMaxP, "p must be an integer in [1, ", kMaxP, "], got ", p);
-  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be finite and >= 0, got ", eps);
-  TORCH_CHECK_VALUE(max_cond == 0 || (max_cond >= 1 && max_cond <= kMaxCond),
-                    "max_cond must be 0 (the dtype's default) or in [1, 1e16], got ", max_cond);
+template <typename T>
+void eye_axpy_cpu(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
+                  const at::Tensor& d_vec, double d_scale) {
+  const int64_t n = out.size(1), rows = out.size(0) * n;
+  T* o = out.mutable_data_ptr<T>();
+  const T* x = in.defined() ? in.const_data_ptr<T>() : nullptr;
+  const T* av = a_vec.defined() ? a_vec.const_data_ptr<T>() : nullptr;
+  const T* dv = d_vec.defined() ? d_vec.const_data_ptr<T>() : nullptr;
+  at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / n), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / n, i = row % n;
+      const T a = static_cast<T>(a_scale) * (av ? av[b] : T(1));
+      const T d = static_cast<T>(d_scale) * (dv ? dv[b] : T(1));
+      T* orow = o + row * n;
+      if (x) {
+        const T* xrow = x + row * n;
+        for (int64_t j = 0; j < n; ++j) orow[j] = a * xrow[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) orow[j] = T(0);
+      }
+      orow[i] += d;
+    }
+  });
+}
+
+// out[b] = a[b] * in[b] + d[b] * I (see eye_axpy_cuda in linalg.h): the only elementwise
+// kernel the Newton iteration needs. All tensors contiguous, (nb, n, n) and (nb,).
+void eye_axpy(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
+              const at::Tensor& d_vec, double d_scale) {
+#ifdef JK_WITH_CUDA
+  if (out.is_cuda()) {
+    eye_axpy_cuda(out, in, a_vec, a_scale, d_vec, d_scale);
+    return;
+  }
+#endif
+  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "eye_axpy_cpu", [&] {
+    eye_axpy_cpu<scalar_t>(out, in, a_vec, a_scale, d_vec, d_scale);
+  });
 }
 
 }  // namespace
@@ -109,13 +145,25 @@ void check_matrix_inverse_root_args(const at::Tensor& A, int64_t p, double eps, 
 // keeps M_k = X_k^p (A + eps I) and drives M_k -> I, so X_k -> (A + eps I)^(-1/p). It is
 // stable (errors in M are damped, errors in X not amplified). residual = ||M - I||_F before
 // the last step (the last M is never formed); the last step squares it, roughly.
-std::tuple<at::Tensor, at::Tensor> matrix_inverse_root_impl(const at::Tensor& A_in, int64_t p, double eps,
-                                                            double max_cond, EyeAxpyFn eye_axpy) {
-  check_matrix_inverse_root_args(A_in, p, eps, max_cond);
+std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, int64_t p, double eps,
+                                                       double max_cond) {
+  jk::check_float32_or_64(A_in, "A");
+  TORCH_CHECK_VALUE(A_in.dim() >= 2, "A must be a square matrix (n, n) or a batch of them (..., n, n), got shape ",
+                    jk::shape(A_in.sizes()));
+  TORCH_CHECK_VALUE(A_in.size(-1) == A_in.size(-2), "A must be square in its last two dims, got shape ",
+                    jk::shape(A_in.sizes()));
+  TORCH_CHECK_VALUE(p >= 1 && p <= kMaxP, "p must be an integer in [1, ", std::to_string(kMaxP), "], got ",
+                    std::to_string(p));
+  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be finite and >= 0, got ", jk::num(eps));
+  TORCH_CHECK_VALUE(max_cond == 0 || (max_cond >= 1 && max_cond <= kMaxCond),
+                    "max_cond must be 0 (the dtype's default) or in [1, 1e16], got ", jk::num(max_cond));
   const int64_t n = A_in.size(-1);
   const std::vector<int64_t> batch(A_in.sizes().begin(), A_in.sizes().end() - 2);
+  if (A_in.is_meta()) return {at::empty(A_in.sizes(), A_in.options()), at::empty(batch, A_in.options())};
   const int64_t nb = c10::multiply_integers(batch);
   if (nb == 0 || n == 0) return {at::empty(A_in.sizes(), A_in.options()), at::zeros(batch, A_in.options())};
+
+  const at::NoTF32Guard no_tf32;  // float32 products in full precision, whatever the global flag says
   const at::Tensor A = A_in.contiguous().view({nb, n, n});
   const bool is_double = A.scalar_type() == at::kDouble;
   if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
@@ -159,114 +207,83 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root_impl(const at::Tensor& A_
 
 // ---------------------------------------------------------------- kron, per-sample grads
 
-at::Tensor kron_impl(const at::Tensor& A, const at::Tensor& B, KronFn kernel) {
+namespace {
+
+template <typename T>
+void kron_cpu(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
+  const int64_t m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2);
+  const int64_t rows = out.size(0) * m * p, cols = n * q;
+  T* o = out.mutable_data_ptr<T>();
+  const T* a_data = A.const_data_ptr<T>();
+  const T* b_data = B.const_data_ptr<T>();
+  at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / cols), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / (m * p), r = row % (m * p), i = r / p, k = r % p;
+      const T* a_row = a_data + (b * m + i) * n;
+      const T* b_row = b_data + (b * p + k) * q;
+      T* o_row = o + row * cols;
+      for (int64_t j = 0; j < n; ++j) {
+        const T aj = a_row[j];
+        for (int64_t l = 0; l < q; ++l) o_row[j * q + l] = kron_mul(aj, b_row[l]);
+      }
+    }
+  });
+}
+
+// out (nb, m*p, n*q) = per-batch kron(A (nb, m, n), B (nb, p, q)); all contiguous, one dtype.
+// Shared by kron and per_sample_grad_linear (an outer product is a kron of a column and a row).
+void kron_into(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
+  if (out.numel() == 0) return;
+#ifdef JK_WITH_CUDA
+  if (out.is_cuda()) {
+    kron_cuda(out, A, B);
+    return;
+  }
+#endif
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "kron_cpu",
+                                  [&] { kron_cpu<scalar_t>(out, A, B); });
+}
+
+}  // namespace
+
+at::Tensor kron(const at::Tensor& A, const at::Tensor& B) {
   jk::check_float(A, "A");
   jk::check_same_device(A, "A", B, "B");
   jk::check_same_dtype(A, "A", B, "B");
-  TORCH_CHECK_VALUE(A.dim() >= 2, "A must be a matrix (m, n) or a batch of them (..., m, n), got shape ", A.sizes());
+  TORCH_CHECK_VALUE(A.dim() >= 2, "A must be a matrix (m, n) or a batch of them (..., m, n), got shape ",
+                    jk::shape(A.sizes()));
   TORCH_CHECK_VALUE(B.dim() == A.dim() && B.sizes().slice(0, B.dim() - 2) == A.sizes().slice(0, A.dim() - 2),
                     "B must have the same batch dims as A (shapes (..., m, n) and (..., p, q)), got A ",
-                    A.sizes(), " and B ", B.sizes());
+                    jk::shape(A.sizes()), " and B ", jk::shape(B.sizes()));
   const int64_t m = A.size(-2), n = A.size(-1), p = B.size(-2), q = B.size(-1);
   std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end() - 2);
   const int64_t nb = c10::multiply_integers(shape);
   shape.push_back(m * p);
   shape.push_back(n * q);
   at::Tensor out = at::empty(shape, A.options());
-  if (out.numel() > 0) {
-    kernel(out.view({nb, m * p, n * q}), A.contiguous().view({nb, m, n}), B.contiguous().view({nb, p, q}));
-  }
+  if (A.is_meta()) return out;
+  kron_into(out.view({nb, m * p, n * q}), A.contiguous().view({nb, m, n}), B.contiguous().view({nb, p, q}));
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> per_sample_grad_linear_impl(const at::Tensor& x, const at::Tensor& grad_out,
-                                                               bool with_bias, KronFn kernel) {
+std::tuple<at::Tensor, at::Tensor> per_sample_grad_linear(const at::Tensor& x, const at::Tensor& grad_out,
+                                                          bool with_bias) {
   jk::check_float(x, "x");
   jk::check_same_device(x, "x", grad_out, "grad_out");
   jk::check_same_dtype(x, "x", grad_out, "grad_out");
   jk::check_dim(x, "x", 2);
   jk::check_dim(grad_out, "grad_out", 2);
-  TORCH_CHECK_VALUE(grad_out.size(0) == x.size(0), "grad_out has batch size ", grad_out.size(0),
-                    " but x has batch size ", x.size(0));
+  TORCH_CHECK_VALUE(grad_out.size(0) == x.size(0), "grad_out has batch size ", std::to_string(grad_out.size(0)),
+                    " but x has batch size ", std::to_string(x.size(0)));
   const int64_t batch = x.size(0), in = x.size(1), out = grad_out.size(1);
   at::Tensor grad_w = at::empty({batch, out, in}, x.options());
+  at::Tensor grad_b = at::empty({batch, with_bias ? out : 0}, x.options());
+  if (x.is_meta()) return {grad_w, grad_b};
   // The outer product g_b x_b^T is kron of a column (out, 1) and a row (1, in).
-  if (grad_w.numel() > 0) kernel(grad_w, grad_out.contiguous().view({batch, out, 1}), x.contiguous().view({batch, 1, in}));
-  at::Tensor grad_b = with_bias ? grad_out.clone(at::MemoryFormat::Contiguous) : at::empty({batch, 0}, x.options());
+  kron_into(grad_w, grad_out.contiguous().view({batch, out, 1}), x.contiguous().view({batch, 1, in}));
+  if (with_bias) grad_b.copy_(grad_out);
   return {grad_w, grad_b};
 }
-
-// ---------------------------------------------------------------- CPU kernels
-
-namespace {
-
-template <typename T>
-void eye_axpy_cpu_typed(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
-                        const at::Tensor& d_vec, double d_scale) {
-  const int64_t n = out.size(1), rows = out.size(0) * n;
-  T* o = out.mutable_data_ptr<T>();
-  const T* x = in.defined() ? in.const_data_ptr<T>() : nullptr;
-  const T* av = a_vec.defined() ? a_vec.const_data_ptr<T>() : nullptr;
-  const T* dv = d_vec.defined() ? d_vec.const_data_ptr<T>() : nullptr;
-  at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / n), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / n, i = row % n;
-      const T a = static_cast<T>(a_scale) * (av ? av[b] : T(1));
-      const T d = static_cast<T>(d_scale) * (dv ? dv[b] : T(1));
-      T* orow = o + row * n;
-      if (x) {
-        const T* xrow = x + row * n;
-        for (int64_t j = 0; j < n; ++j) orow[j] = a * xrow[j];
-      } else {
-        for (int64_t j = 0; j < n; ++j) orow[j] = T(0);
-      }
-      orow[i] += d;
-    }
-  });
-}
-
-void eye_axpy_cpu(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
-                  const at::Tensor& d_vec, double d_scale) {
-  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "eye_axpy_cpu", [&] {
-    eye_axpy_cpu_typed<scalar_t>(out, in, a_vec, a_scale, d_vec, d_scale);
-  });
-}
-
-void kron_cpu_kernel(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
-  const int64_t m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2);
-  const int64_t rows = out.size(0) * m * p, cols = n * q;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "kron_cpu", [&] {
-    scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    const scalar_t* a_data = A.const_data_ptr<scalar_t>();
-    const scalar_t* b_data = B.const_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / cols), [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t b = row / (m * p), r = row % (m * p), i = r / p, k = r % p;
-        const scalar_t* a_row = a_data + (b * m + i) * n;
-        const scalar_t* b_row = b_data + (b * p + k) * q;
-        scalar_t* o_row = o + row * cols;
-        for (int64_t j = 0; j < n; ++j) {
-          const scalar_t aj = a_row[j];
-          for (int64_t l = 0; l < q; ++l) o_row[j * q + l] = kron_mul(aj, b_row[l]);
-        }
-      }
-    });
-  });
-}
-
-std::tuple<at::Tensor, at::Tensor> matrix_inverse_root_cpu(const at::Tensor& A, int64_t p, double eps,
-                                                           double max_cond) {
-  return matrix_inverse_root_impl(A, p, eps, max_cond, &eye_axpy_cpu);
-}
-
-at::Tensor kron_cpu(const at::Tensor& A, const at::Tensor& B) { return kron_impl(A, B, &kron_cpu_kernel); }
-
-std::tuple<at::Tensor, at::Tensor> per_sample_grad_linear_cpu(const at::Tensor& x, const at::Tensor& grad_out,
-                                                              bool with_bias) {
-  return per_sample_grad_linear_impl(x, grad_out, with_bias, &kron_cpu_kernel);
-}
-
-}  // namespace
 
 JK_LIBRARY(m) {
   m.def("matrix_inverse_root(Tensor A, int p=4, float eps=1e-6, float max_cond=0.0) -> (Tensor, Tensor)");
@@ -274,10 +291,16 @@ JK_LIBRARY(m) {
   m.def("per_sample_grad_linear(Tensor x, Tensor grad_out, bool with_bias=True) -> (Tensor, Tensor)");
 }
 
-JK_LIBRARY_IMPL(CPU, m) {
-  m.impl("matrix_inverse_root", &matrix_inverse_root_cpu);
-  m.impl("kron", &kron_cpu);
-  m.impl("per_sample_grad_linear", &per_sample_grad_linear_cpu);
-}
+#define JK_LINALG_IMPL(key)                                          \
+  JK_LIBRARY_IMPL(key, m) {                                          \
+    m.impl("matrix_inverse_root", &matrix_inverse_root);             \
+    m.impl("kron", &kron);                                           \
+    m.impl("per_sample_grad_linear", &per_sample_grad_linear);       \
+  }
+JK_LINALG_IMPL(CPU)
+JK_LINALG_IMPL(Meta)
+#ifdef JK_WITH_CUDA
+JK_LINALG_IMPL(CUDA)
+#endif
 
 }  // namespace linalg

@@ -1,4 +1,5 @@
-// Family `linalg`: CUDA kernels.
+// Family `linalg`: CUDA kernels and their launchers. Checks, allocation and registration live
+// in linalg.cpp, which keeps this file's includes (and so its cold nvcc time) small.
 //
 // Design (what bounds each op, and how the kernels are written to reach it):
 // - matrix_inverse_root is compute-bound: a scaled coupled Newton iteration whose cost is its
@@ -12,7 +13,6 @@
 //   from L1/L2. Row and column positions are split once per thread and then advanced with
 //   carries, so the loops have no divisions; B is read with one vector load per 16-byte store
 //   when q % VEC == 0, and short rows give each thread 4 rows at a time (independent loads).
-#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -22,7 +22,6 @@
 #include <cstring>
 
 #include "elementwise.cuh"  // jk::multiprocessor_count
-#include "jk.h"
 #include "linalg.h"
 
 namespace linalg {
@@ -47,21 +46,6 @@ __global__ void eye_axpy_kernel(T* __restrict__ out, const T* __restrict__ in, c
       dst[e] = (e % (n + 1) == 0) ? x + d : x;
     }
   }
-}
-
-void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
-                   const at::Tensor& d_vec, double d_scale) {
-  const int64_t nb = out.size(0), n = out.size(1);
-  const int64_t blocks_x = std::min<int64_t>((n * n + kThreads - 1) / kThreads, 4096);
-  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(std::min<int64_t>(nb, 65535)));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "eye_axpy_cuda", [&] {
-    eye_axpy_kernel<scalar_t><<<grid, kThreads, 0, stream>>>(
-        out.mutable_data_ptr<scalar_t>(), in.defined() ? in.const_data_ptr<scalar_t>() : nullptr,
-        a_vec.defined() ? a_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(a_scale),
-        d_vec.defined() ? d_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(d_scale), nb, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  });
 }
 
 template <typename T, int VEC>
@@ -265,7 +249,26 @@ void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B
   launch_kron_rows<T, VEC, kVecB, 1>(out, A, B, s, tx, ty);  // several vectors per thread and row
 }
 
-void kron_cuda_kernel(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
+}  // namespace
+
+void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
+                   const at::Tensor& d_vec, double d_scale) {
+  const c10::cuda::CUDAGuard guard(out.device());
+  const int64_t nb = out.size(0), n = out.size(1);
+  const int64_t blocks_x = std::min<int64_t>((n * n + kThreads - 1) / kThreads, 4096);
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(std::min<int64_t>(nb, 65535)));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "eye_axpy_cuda", [&] {
+    eye_axpy_kernel<scalar_t><<<grid, kThreads, 0, stream>>>(
+        out.mutable_data_ptr<scalar_t>(), in.defined() ? in.const_data_ptr<scalar_t>() : nullptr,
+        a_vec.defined() ? a_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(a_scale),
+        d_vec.defined() ? d_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(d_scale), nb, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+void kron_cuda(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
+  const c10::cuda::CUDAGuard guard(out.device());
   const int64_t cols = A.size(2) * B.size(2), q = B.size(2);
   const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "kron_cuda", [&] {
@@ -280,32 +283,6 @@ void kron_cuda_kernel(const at::Tensor& out, const at::Tensor& A, const at::Tens
       launch_kron<scalar_t, 1, true>(out, A, B);  // one element per "vector": always inside one B row
     }
   });
-}
-
-std::tuple<at::Tensor, at::Tensor> matrix_inverse_root_cuda(const at::Tensor& A, int64_t p, double eps,
-                                                            double max_cond) {
-  const c10::cuda::CUDAGuard guard(A.device());
-  const at::NoTF32Guard no_tf32;  // float32 products in full precision, whatever the global flag says
-  return matrix_inverse_root_impl(A, p, eps, max_cond, &eye_axpy_cuda);
-}
-
-at::Tensor kron_cuda(const at::Tensor& A, const at::Tensor& B) {
-  const c10::cuda::CUDAGuard guard(A.device());
-  return kron_impl(A, B, &kron_cuda_kernel);
-}
-
-std::tuple<at::Tensor, at::Tensor> per_sample_grad_linear_cuda(const at::Tensor& x, const at::Tensor& grad_out,
-                                                               bool with_bias) {
-  const c10::cuda::CUDAGuard guard(x.device());
-  return per_sample_grad_linear_impl(x, grad_out, with_bias, &kron_cuda_kernel);
-}
-
-}  // namespace
-
-JK_LIBRARY_IMPL(CUDA, m) {
-  m.impl("matrix_inverse_root", &matrix_inverse_root_cuda);
-  m.impl("kron", &kron_cuda);
-  m.impl("per_sample_grad_linear", &per_sample_grad_linear_cuda);
 }
 
 }  // namespace linalg

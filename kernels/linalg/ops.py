@@ -70,11 +70,6 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
     return (X, residual) if return_residual else X
 
 
-@torch.library.register_fake(f"{NAMESPACE}::matrix_inverse_root")
-def _matrix_inverse_root_fake(A, p=4, eps=1e-6, max_cond=0.0):
-    return A.new_empty(A.shape), A.new_empty(A.shape[:-2])
-
-
 def _matrix_inverse_root_setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[0])
     ctx.p, ctx.eps = inputs[1], inputs[2]
@@ -109,11 +104,6 @@ def kron(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     return _ops.kron(A, B)
 
 
-@torch.library.register_fake(f"{NAMESPACE}::kron")
-def _kron_fake(A, B):
-    return A.new_empty((*A.shape[:-2], A.shape[-2] * B.shape[-2], A.shape[-1] * B.shape[-1]))
-
-
 def _kron_setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[0], inputs[1])
 
@@ -140,12 +130,6 @@ def per_sample_grad_linear(x: torch.Tensor, grad_out: torch.Tensor, with_bias: b
     """
     grad_w, grad_b = _ops.per_sample_grad_linear(x, grad_out, with_bias)
     return grad_w, (grad_b if with_bias else None)
-
-
-@torch.library.register_fake(f"{NAMESPACE}::per_sample_grad_linear")
-def _per_sample_grad_linear_fake(x, grad_out, with_bias=True):
-    batch, out = grad_out.shape
-    return x.new_empty((batch, out, x.shape[1])), x.new_empty((batch, out if with_bias else 0))
 
 
 def _per_sample_grad_linear_setup(ctx, inputs, output):

@@ -8,11 +8,12 @@ cem_minimize: the whole CEM loop for any batched objective.
 from typing import Callable, NamedTuple
 
 import torch
+import torch.distributed as dist
 
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
 _ops = getattr(torch.ops, NAMESPACE)
 
-__all__ = ["normal", "cem_update", "cem_minimize", "CEMResult"]
+__all__ = ["normal", "cem_update", "cem_minimize", "distributed_cem_minimize", "CEMResult"]
 
 
 def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype | None = None,
@@ -59,6 +60,14 @@ class CEMResult(NamedTuple):
     history: torch.Tensor    # best score of each iteration's population (n_iters,)
 
 
+def _keep_best(best_value, best_x, value, x, maximize):
+    """The better of (best_value, best_x) and (value, x), chosen on the device (no host sync)."""
+    if best_value is None:
+        return value, x
+    better = (value > best_value) if maximize else (value < best_value)
+    return torch.where(better, value, best_value), torch.where(better, x, best_x)
+
+
 def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,
                  n_samples: int, n_elite: int, n_iters: int, *, smoothing: float = 0.0,
                  min_std: float = 0.0, maximize: bool = False,
@@ -82,12 +91,7 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
         i = key.argmin().view(1)
         value = scores.index_select(0, i).squeeze(0)
         x = samples.index_select(0, i).squeeze(0)
-        if best_value is None:
-            best_value, best_x = value, x
-        else:
-            better = (value > best_value) if maximize else (value < best_value)
-            best_value = torch.where(better, value, best_value)
-            best_x = torch.where(better, x, best_x)
+        best_value, best_x = _keep_best(best_value, best_x, value, x, maximize)
         history[it] = value
         mean, std = cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
     return CEMResult(mean, std, best_x, best_value, history)
@@ -106,3 +110,45 @@ def _normal_out_fake(mean, std, *, out, generator=None):
 @torch.library.register_fake(f"{NAMESPACE}::cem_update")
 def _cem_update_fake(samples, scores, n_elite, mean, std, smoothing=0.0, min_std=0.0, maximize=False):
     return torch.empty_like(mean), torch.empty_like(std)
+
+
+def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,
+                             n_samples: int, n_elite: int, n_iters: int, *, smoothing: float = 0.0,
+                             min_std: float = 0.0, maximize: bool = False, seed: int = 0,
+                             group: dist.ProcessGroup | None = None) -> CEMResult:
+    """cem_minimize with the population spread over the ranks of a torch.distributed process group.
+
+    Call it on every rank (e.g. under torchrun) with the same arguments. Each rank draws n_samples rows
+    from its own generator, seeded seed + rank, and scores them with fn on its own device; the n_elite
+    best of all world * n_samples rows are then chosen globally (NaN last, ties to the lower rank-major
+    row), so N ranks compute what one process computes with a population of N * n_samples made of the
+    same N generators' draws in rank order (tests/test_distributed.py checks exactly that).
+    Per iteration the ranks exchange the scores (all_gather) and the elite rows (all_reduce of an
+    (n_elite, d) tensor); nothing syncs with the host. Every rank returns the same CEMResult.
+    """
+    if n_iters < 1:
+        raise ValueError(f"n_iters must be >= 1, got {n_iters}")
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    if not 1 <= n_elite <= world * n_samples:
+        raise ValueError(f"n_elite must be in 1..world_size * n_samples = {world * n_samples}, got {n_elite}")
+    generator = torch.Generator(device=mean.device).manual_seed(seed + rank)
+    samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
+    history, best_x, best_value = [], None, None
+    for _ in range(n_iters):
+        normal(mean, std, n_samples, out=samples, generator=generator)
+        scores = fn(samples).contiguous()
+        score_parts = [torch.empty_like(scores) for _ in range(world)]
+        dist.all_gather(score_parts, scores, group=group)
+        all_scores = torch.cat(score_parts)
+        key = torch.nan_to_num(-all_scores if maximize else all_scores, nan=float("inf"))
+        elite = torch.sort(key, stable=True).indices[:n_elite]  # global rows, best first
+        # Each rank fills the elite rows it holds and zeros elsewhere: the sum over ranks is the elite.
+        local = elite - rank * n_samples
+        mine = (local >= 0) & (local < n_samples)
+        elite_rows = torch.where(mine[:, None], samples[local.clamp(0, n_samples - 1)], 0)
+        dist.all_reduce(elite_rows, group=group)
+        elite_scores = all_scores[elite]
+        best_value, best_x = _keep_best(best_value, best_x, elite_scores[0], elite_rows[0], maximize)
+        history.append(elite_scores[0])
+        mean, std = cem_update(elite_rows, elite_scores, n_elite, mean, std, smoothing, min_std, maximize)
+    return CEMResult(mean, std, best_x, best_value, torch.stack(history))
