@@ -31,9 +31,9 @@ at::Tensor ddpm_schedule(int64_t num_train_timesteps, c10::string_view beta_sche
                     std::to_string(T));
   const std::string_view kind(beta_schedule.data(), beta_schedule.size());
   std::vector<double> betas(T);
+  jk::check_finite(beta_start, "beta_start");
+  jk::check_finite(beta_end, "beta_end");
   if (kind == "linear" || kind == "scaled_linear") {
-    jk::check_finite(beta_start, "beta_start");
-    jk::check_finite(beta_end, "beta_end");
     TORCH_CHECK_VALUE(beta_start > 0 && beta_start < 1, "beta_start must be in (0, 1), got ", jk::num(beta_start));
     TORCH_CHECK_VALUE(beta_end > 0 && beta_end < 1, "beta_end must be in (0, 1), got ", jk::num(beta_end));
     const bool scaled = kind == "scaled_linear";  // linear in sqrt(beta), then squared
@@ -297,7 +297,8 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
   int64_t pad;
   if (padding.has_value()) {
     pad = *padding;
-    TORCH_CHECK_VALUE(pad >= 0, "padding must be >= 0, got ", std::to_string(pad));
+    TORCH_CHECK_VALUE(pad >= 0 && pad < (int64_t{1} << 31), "padding must be in [0, 2^31), got ",
+                      std::to_string(pad));
   } else {
     TORCH_CHECK_VALUE(kernel % 2 == 1, "padding=None keeps the length only for odd kernel sizes; weight has K = ",
                       std::to_string(kernel), ": pass padding explicitly");
