@@ -354,10 +354,12 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
   const std::optional<at::Tensor> bc = bias.has_value() ? std::optional<at::Tensor>(bias->contiguous()) : std::nullopt;
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
-    // Small batch x length: one fused launch. Otherwise cuDNN (tensor cores) convolves, then one
+    // Small batch x length: the direct kernel (weight streaming). Otherwise cuDNN (tensor cores). Then one
     // fused GroupNorm + Mish kernel.
-    if (conv1d_gn_mish_cuda(out, xc, wc, bc ? &*bc : nullptr, gamma, beta, num_groups, pad, eps)) return out;
-    gn_mish_cuda(out, at::conv1d(xc, wc, bc, 1, pad).contiguous(), gamma, beta, num_groups, eps);
+    const at::ScalarType acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+    at::Tensor y = at::empty(out.sizes(), out.options().dtype(acc));
+    if (!conv1d_direct_cuda(y, xc, wc, bc ? &*bc : nullptr, pad)) y = at::conv1d(xc, wc, bc, 1, pad).contiguous();
+    gn_mish_cuda(out, y, gamma, beta, num_groups, eps);
     return out;
   }
 #endif

@@ -8,12 +8,14 @@
 //   vectors); a thread issues the loads of kStepUnroll items before any math. A row's coefficients
 //   (double math on the float64 schedule) are computed when a thread enters the row, not per element.
 //   Timesteps are read on the device: no host sync, a CUDA graph replays every step as captured.
-// - conv1d_gn_mish at small batch x length (diffusion policy at batch 1) is bound by launch latency:
-//   one launch does it all, one block per (batch, group). The zero-padded input window sits in shared
-//   memory; each thread owns a 4-channel x 4-position tile over a slice of the input channels and
-//   streams that tile's weights; slices are summed in shared memory, where the group's statistics
-//   (two passes) and GroupNorm + Mish follow. Large batch x length is compute-bound: cuDNN (tensor
-//   cores) convolves there (diffusion.cpp) and gn_mish_kernel finishes in one pass.
+// - conv1d_gn_mish at small batch x length (diffusion policy at batch 1) is bound by launches and by
+//   streaming the weights, each used for only a few output positions. A direct kernel gives each output
+//   channel two warps (halves of the C_in * K reduction) and a tile of 4/8/16 positions: lanes stream
+//   the channel's weight row with coalesced 16-byte loads, the zero-padded input window sits in shared
+//   memory, warp and shared-memory reductions finish. Large batch x length is compute-bound: cuDNN
+//   (tensor cores) convolves there (diffusion.cpp). Either way gn_mish_kernel follows (one block per
+//   (batch, group), two-pass statistics, one write). (A one-launch version, one block per (batch, group),
+//   measured slower on an H200: only B * G blocks share the weight streaming.)
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
@@ -32,7 +34,6 @@ namespace diffusion {
 // ---------------------------------------------------------------- scheduler steps
 
 constexpr int kStepThreads = 256;
-constexpr int kStepUnroll = 4;  // items per thread with loads in flight at once
 
 // An item is kItem consecutive elements (a multiple of 4: whole Philox blocks). kVector: loaded as
 // 16-byte vectors; the host guarantees 16-byte aligned pointers and rows of a multiple of kItem
@@ -82,8 +83,9 @@ struct Item {
 };
 
 // Block b owns items [b * chunk, (b + 1) * chunk); element i uses lane i % 4 of Philox block i / 4 (as on
-// the CPU), whatever the path.
-template <typename scalar_t, int kItem, bool kVector, typename CoefFn>
+// the CPU), whatever the path. A thread has the loads of kStepUnroll items in flight at once (one item on
+// the rare scalar path, which keeps its code small).
+template <typename scalar_t, int kItem, bool kVector, typename CoefFn, int kStepUnroll = kVector ? 4 : 1>
 __global__ void __launch_bounds__(kStepThreads)
     step_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ m, const scalar_t* __restrict__ x,
                 const scalar_t* __restrict__ noise, int64_t n, int64_t inner, int64_t chunk, CoefFn fn, bool clip,
@@ -235,8 +237,8 @@ __device__ void group_norm_mish(const in_t* src, out_t* __restrict__ dst, int64_
 }
 
 // y (B, C, L) contiguous; one block per (batch, group), whose C/G * L values are contiguous.
-template <typename scalar_t>
-__global__ void gn_mish_kernel(const scalar_t* __restrict__ y, const scalar_t* __restrict__ gamma,
+template <typename scalar_t, typename in_t>
+__global__ void gn_mish_kernel(const in_t* __restrict__ y, const scalar_t* __restrict__ gamma,
                                const scalar_t* __restrict__ beta, scalar_t* __restrict__ out, int64_t groups,
                                int64_t cg, int64_t length, double eps) {
   using acc_t = at::opmath_type<scalar_t>;
@@ -251,124 +253,172 @@ void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& 
   const int64_t batch = y.size(0), cg = y.size(1) / groups, length = y.size(2), n = cg * length;
   const int threads = static_cast<int>(std::min<int64_t>(512, std::max<int64_t>(32, (n + 31) / 32 * 32)));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "gn_mish_cuda", [&] {
-    gn_mish_kernel<scalar_t><<<batch * groups, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-        y.const_data_ptr<scalar_t>(), gn_weight.const_data_ptr<scalar_t>(), gn_bias.const_data_ptr<scalar_t>(),
-        out.mutable_data_ptr<scalar_t>(), groups, cg, length, eps);
+    using acc_t = at::opmath_type<scalar_t>;
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    if (y.scalar_type() == out.scalar_type()) {
+      gn_mish_kernel<scalar_t><<<batch * groups, threads, 0, stream>>>(
+          y.const_data_ptr<scalar_t>(), gn_weight.const_data_ptr<scalar_t>(), gn_bias.const_data_ptr<scalar_t>(),
+          out.mutable_data_ptr<scalar_t>(), groups, cg, length, eps);
+    } else {  // y in the accumulation type (the direct convolution's output)
+      gn_mish_kernel<scalar_t><<<batch * groups, threads, 0, stream>>>(
+          y.const_data_ptr<acc_t>(), gn_weight.const_data_ptr<scalar_t>(), gn_bias.const_data_ptr<scalar_t>(),
+          out.mutable_data_ptr<scalar_t>(), groups, cg, length, eps);
+    }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 
-// ---------------------------------------------------------------- conv1d_gn_mish in one launch
+// ---------------------------------------------------------------- direct convolution (small batch x length)
 
-constexpr int kFusedThreads = 512;
-constexpr int kTileC = 4, kTileL = 4;   // a thread's output tile: channels x positions
-constexpr int64_t kFusedMaxRows = 8;    // batch x ceil(L_out / 16) beyond which cuDNN wins
+constexpr int kConvCo = 4;                 // output channels per block
+constexpr int kConvSplit = 2;              // warps sharing one output channel's reduction
+constexpr int kConvThreads = kConvCo * kConvSplit * 32;
+constexpr int kConvSmemBytes = 12 * 1024;  // input window for a chunk of input channels
+constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
 
-// Block = (batch b, group g). xs[ci][j] = x[b, ci, j - pad] (0 outside [0, L)) for the whole length;
-// thread t owns tile t % tiles (kTileC channels x kTileL positions of the group) over input-channel slice
-// t / tiles; part[slice][c * l_out + l] collects the slices' sums, part[0] then holds y = conv + bias.
-template <typename scalar_t>
-__global__ void __launch_bounds__(kFusedThreads)
-    conv_gn_mish_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
-                        const scalar_t* __restrict__ bias, const scalar_t* __restrict__ gamma,
-                        const scalar_t* __restrict__ beta, scalar_t* __restrict__ out, int c_in, int length,
-                        int groups, int cg, int kernel, int pad, int l_out, int width, int slices, double eps) {
+// y[b, co, l0 + n] = bias[co] + sum_{ci, k} w[co, ci, k] * x[b, ci, l0 + n + k - pad] (zero outside [0, L)).
+// Block (blockIdx.x, blockIdx.y) = (output channels kConvCo * blockIdx.x + [0, kConvCo), (batch, tile of
+// kTile positions)). Warp w computes channel w % kConvCo over reduction slice w / kConvCo: the channel's
+// weight row (r = ci * K + k, contiguous) is read in interleaved runs of 32 lanes x kVec elements with
+// 16-byte loads; each weight meets kTile staged inputs in registers; slices are summed via shared memory.
+template <typename scalar_t, int kTile>
+__global__ void __launch_bounds__(kConvThreads)
+    conv1d_direct_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
+                         const scalar_t* __restrict__ bias, at::opmath_type<scalar_t>* __restrict__ y, int64_t c_in,
+                         int64_t length, int64_t c_out, int kernel, int64_t pad, int64_t l_out, int64_t tiles,
+                         int chunk, bool vec_weights) {
   using acc_t = at::opmath_type<scalar_t>;
+  constexpr int kVec = 16 / sizeof(scalar_t);  // weights per 16-byte load
+  using V = jk::Vec<scalar_t, kVec>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [c_in][width]
-  acc_t* part = xs + c_in * width;                  // [slices][cg * l_out]
-  __shared__ acc_t scratch[32];
-  const int b = blockIdx.x / groups, g = blockIdx.x - b * groups;
-  const int outputs = cg * l_out;
-  const scalar_t* xb = x + static_cast<int64_t>(b) * c_in * length;
-  for (int i = threadIdx.x; i < c_in * width; i += blockDim.x) {
-    const int ci = i / width, l = i - ci * width - pad;
-    xs[i] = (l >= 0 && l < length) ? static_cast<acc_t>(xb[ci * length + l]) : acc_t(0);
-  }
-  __syncthreads();
+  acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][width], zero-padded input window
+  __shared__ acc_t partial[kConvSplit][kConvCo][kTile];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int co_local = warp % kConvCo, split = warp / kConvCo;
+  const int64_t co = static_cast<int64_t>(blockIdx.x) * kConvCo + co_local;
+  const bool active = co < c_out;  // warp-uniform; inactive warps still stage and sync
+  const int64_t b = blockIdx.y / tiles, l0 = (blockIdx.y % tiles) * kTile;
+  const int width = kTile + kernel - 1;
+  const scalar_t* xb = x + b * c_in * length;
+  const scalar_t* wrow = w + (active ? co : 0) * c_in * kernel;
+  acc_t acc[kTile];
+#pragma unroll
+  for (int n = 0; n < kTile; ++n) acc[n] = acc_t(0);
 
-  const int tiles_l = (l_out + kTileL - 1) / kTileL, tiles = (cg + kTileC - 1) / kTileC * tiles_l;
-  const int tile = threadIdx.x % tiles, slice = threadIdx.x / tiles;
-  if (slice < slices) {
-    const int c0 = tile / tiles_l * kTileC, l0 = (tile % tiles_l) * kTileL;
-    const int per_slice = (c_in + slices - 1) / slices;
-    const int ci_begin = slice * per_slice, ci_end = min(ci_begin + per_slice, c_in);
-    const scalar_t* wrow[kTileC];  // channels past the group's end recompute its last one (discarded)
+  for (int64_t c0 = 0; c0 < c_in; c0 += chunk) {
+    const int cc = static_cast<int>(c_in - c0 < chunk ? c_in - c0 : chunk);
+    __syncthreads();  // every warp is done reading the previous chunk
+    for (int i = threadIdx.x; i < cc * width; i += blockDim.x) {
+      const int ci = i / width, j = i - ci * width;
+      const int64_t l = l0 - pad + j;
+      xs[i] = (l >= 0 && l < length) ? static_cast<acc_t>(xb[(c0 + ci) * length + l]) : acc_t(0);
+    }
+    __syncthreads();
+    if (!active) continue;
+    const scalar_t* wc = wrow + c0 * kernel;  // this chunk's weights; 16-byte aligned when vec_weights
+    const int count = cc * kernel;
+    int r_done = 0;
+    if (vec_weights) {
+      const int stride = 32 * kVec * kConvSplit;
+      const int dci = stride / kernel, dk = stride % kernel;  // (ci, k) advance of r += stride
+      const int count_vec = count / kVec * kVec;
+      int r = (split * 32 + lane) * kVec;
+      int ci = r / kernel, k = r - (r / kernel) * kernel;
+      for (; r < count_vec; r += stride) {
+        const V wv = *reinterpret_cast<const V*>(wc + r);
+        int cj = ci, kj = k;
 #pragma unroll
-    for (int c = 0; c < kTileC; ++c) wrow[c] = w + static_cast<int64_t>(g * cg + min(c0 + c, cg - 1)) * c_in * kernel;
-    acc_t acc[kTileC][kTileL] = {};
-    for (int ci = ci_begin; ci < ci_end; ++ci) {
-      const acc_t* xr = xs + ci * width + l0;  // largest index read: (tiles_l - 1) * kTileL + kTileL - 1 + K - 1
-      for (int k = 0; k < kernel; ++k) {
-        acc_t xv[kTileL];
+        for (int j = 0; j < kVec; ++j) {
+          const acc_t wj = static_cast<acc_t>(wv.val[j]);
+          const acc_t* xr = xs + cj * width + kj;  // largest index read: cc * width - 1
 #pragma unroll
-        for (int n = 0; n < kTileL; ++n) xv[n] = xr[k + n];
-#pragma unroll
-        for (int c = 0; c < kTileC; ++c) {
-          const acc_t wv = static_cast<acc_t>(wrow[c][ci * kernel + k]);
-#pragma unroll
-          for (int n = 0; n < kTileL; ++n) acc[c][n] += wv * xv[n];
+          for (int n = 0; n < kTile; ++n) acc[n] += wj * xr[n];
+          if (++kj == kernel) {
+            kj = 0;
+            ++cj;
+          }
+        }
+        ci += dci;
+        k += dk;
+        if (k >= kernel) {
+          k -= kernel;
+          ++ci;
         }
       }
+      r_done = count_vec;
     }
+    // The rest (all of it without aligned weights), one weight per lane.
+    for (int r = r_done + split * 32 + lane; r < count; r += 32 * kConvSplit) {
+      const int ci = r / kernel, k = r - ci * kernel;
+      const acc_t wv = static_cast<acc_t>(wc[r]);
+      const acc_t* xr = xs + ci * width + k;
 #pragma unroll
-    for (int c = 0; c < kTileC; ++c) {
+      for (int n = 0; n < kTile; ++n) acc[n] += wv * xr[n];
+    }
+  }
+  if (active) {
 #pragma unroll
-      for (int n = 0; n < kTileL; ++n) {
-        if (c0 + c < cg && l0 + n < l_out) part[slice * outputs + (c0 + c) * l_out + l0 + n] = acc[c][n];
-      }
+    for (int n = 0; n < kTile; ++n) {
+      const acc_t total = jk::warp_sum(acc[n]);
+      if (lane == n) partial[split][co_local][n] = total;
     }
   }
   __syncthreads();
-  for (int o = threadIdx.x; o < outputs; o += blockDim.x) {  // only this thread touches column o
-    acc_t y = bias != nullptr ? static_cast<acc_t>(bias[g * cg + o / l_out]) : acc_t(0);
-    for (int s = 0; s < slices; ++s) y += part[s * outputs + o];
-    part[o] = y;
+  if (active && split == 0 && lane < kTile && l0 + lane < l_out) {
+    acc_t sum = bias != nullptr ? static_cast<acc_t>(bias[co]) : acc_t(0);
+#pragma unroll
+    for (int s = 0; s < kConvSplit; ++s) sum += partial[s][co_local][lane];
+    y[(b * c_out + co) * l_out + l0 + lane] = sum;
   }
-  __syncthreads();
-  group_norm_mish<acc_t>(part, out + static_cast<int64_t>(blockIdx.x) * outputs, outputs, l_out, gamma + g * cg,
-                         beta + g * cg, eps, scratch);
 }
 
-template <typename scalar_t>
-bool launch_conv_gn_mish(const at::Tensor& out, const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
-                         const at::Tensor& gamma, const at::Tensor& beta, int64_t groups, int64_t pad, double eps) {
+template <typename scalar_t, int kTile>
+void launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
+                          int64_t pad, int64_t chunk_fit) {
   using acc_t = at::opmath_type<scalar_t>;
+  constexpr int kVec = 16 / sizeof(scalar_t);
   const int64_t batch = x.size(0), c_in = x.size(1), length = x.size(2);
-  const int64_t cg = w.size(0) / groups, kernel = w.size(2), l_out = out.size(2);
-  if (batch * ((l_out + 15) / 16) > kFusedMaxRows) return false;
-  const int64_t tiles_l = (l_out + kTileL - 1) / kTileL, tiles = (cg + kTileC - 1) / kTileC * tiles_l;
-  if (tiles > kFusedThreads) return false;
-  const int64_t slices = std::min<int64_t>(kFusedThreads / tiles, c_in);
-  const int64_t width = tiles_l * kTileL + kernel - 1;
-  const int64_t smem = (c_in * width + slices * cg * l_out) * static_cast<int64_t>(sizeof(acc_t));
-  static const int smem_limit = [] {  // opt in to all of the device's shared memory, once
-    int device = 0, limit = 0;
-    C10_CUDA_CHECK(cudaGetDevice(&device));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    limit -= 32 * static_cast<int>(sizeof(acc_t));  // the static scratch
-    C10_CUDA_CHECK(cudaFuncSetAttribute(conv_gn_mish_kernel<scalar_t>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        limit));
-    return limit;
-  }();
-  if (smem > smem_limit) return false;
-  conv_gn_mish_kernel<scalar_t><<<batch * groups, kFusedThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
+  const int64_t c_out = w.size(0), kernel = w.size(2), l_out = y.size(2);
+  const int64_t tiles = (l_out + kTile - 1) / kTile, width = kTile + kernel - 1;
+  int64_t chunk = std::min(c_in, chunk_fit);
+  bool vec = (c_in * kernel) % kVec == 0 && reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 == 0;
+  if (vec && chunk < c_in) {  // chunks must start on 16-byte weight boundaries
+    chunk = chunk / kVec * kVec;
+    if (chunk == 0) {
+      vec = false;
+      chunk = chunk_fit;
+    }
+  }
+  chunk = std::max<int64_t>(chunk, 1);
+  const size_t smem = static_cast<size_t>(chunk * width) * sizeof(acc_t);
+  const dim3 grid(static_cast<unsigned>((c_out + kConvCo - 1) / kConvCo), static_cast<unsigned>(batch * tiles));
+  conv1d_direct_kernel<scalar_t, kTile><<<grid, kConvThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
       x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), bias ? bias->const_data_ptr<scalar_t>() : nullptr,
-      gamma.const_data_ptr<scalar_t>(), beta.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(),
-      static_cast<int>(c_in), static_cast<int>(length), static_cast<int>(groups), static_cast<int>(cg),
-      static_cast<int>(kernel), static_cast<int>(pad), static_cast<int>(l_out), static_cast<int>(width),
-      static_cast<int>(slices), eps);
+      y.mutable_data_ptr<acc_t>(), c_in, length, c_out, static_cast<int>(kernel), pad, l_out, tiles,
+      static_cast<int>(chunk), vec);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return true;
 }
 
-bool conv1d_gn_mish_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
-                         const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t groups, int64_t pad,
-                         double eps) {
-  c10::cuda::CUDAGuard guard(out.device());
+bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
+                        int64_t pad) {
+  const int64_t l_out = y.size(2), kernel = weight.size(2);
+  const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
+  const int64_t tiles = (l_out + tile - 1) / tile;
   bool ran = false;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_cuda", [&] {
-    ran = launch_conv_gn_mish<scalar_t>(out, x, weight, bias, gn_weight, gn_bias, groups, pad, eps);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_direct_cuda", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    // Input channels whose window fits the shared-memory budget.
+    const int64_t fit = kConvSmemBytes / ((tile + kernel - 1) * static_cast<int64_t>(sizeof(acc_t)));
+    if (x.size(0) * tiles > kDirectMaxTiles || fit < 1 || (weight.size(0) + kConvCo - 1) / kConvCo >= (int64_t{1} << 31)) return;
+    c10::cuda::CUDAGuard guard(y.device());
+    if (tile == 4) {
+      launch_conv1d_direct<scalar_t, 4>(y, x, weight, bias, pad, fit);
+    } else if (tile == 8) {
+      launch_conv1d_direct<scalar_t, 8>(y, x, weight, bias, pad, fit);
+    } else {
+      launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, fit);
+    }
+    ran = true;
   });
   return ran;
 }

@@ -149,17 +149,14 @@ struct RowCache {
   C10_HOST_DEVICE RowCache(const CoefFn& f, int64_t n_inner) : fn(f), inner(n_inner) {}
 
   C10_HOST_DEVICE const StepCoefs<acc_t>& at(int64_t i) {
-    if (i < row_begin || i >= row_end) enter_row_of(i);
+    if (i < row_begin || i >= row_end) {
+      const bool per_row = fn.per_row();
+      const int64_t row = per_row ? i / inner : 0;
+      row_begin = per_row ? row * inner : 0;
+      row_end = per_row ? row_begin + inner : INT64_MAX;
+      c = fn.template get<acc_t>(row);
+    }
     return c;
-  }
-
-  // Not inlined: rare, and the coefficient math would otherwise be copied into every unrolled use.
-  C10_HOST_DEVICE C10_NOINLINE void enter_row_of(int64_t i) {
-    const bool per_row = fn.per_row();
-    const int64_t row = per_row ? i / inner : 0;
-    row_begin = per_row ? row * inner : 0;
-    row_end = per_row ? row_begin + inner : INT64_MAX;
-    c = fn.template get<acc_t>(row);
   }
 };
 
@@ -189,12 +186,11 @@ void ddpm_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const
                     const at::Tensor* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw);
 void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
                     const at::Tensor* noise, const DdimCoefFn& fn, bool clip, double range, bool draw);
-// The whole conv1d + GroupNorm + Mish in one launch (one block per (batch, group)) when it suits the
-// shape; returns false, having done nothing, when the convolution should go to cuDNN instead.
-bool conv1d_gn_mish_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
-                         const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t groups, int64_t pad,
-                         double eps);
-// out = Mish(GroupNorm(y)) for a convolution result y of out's shape and dtype.
+// y = conv1d(x, weight, bias) (stride 1) into y, (B, C_out, L_out) in the accumulation type, by a direct
+// kernel when batch x length is small; returns false, having done nothing, when cuDNN should convolve.
+bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
+                        int64_t pad);
+// out = Mish(GroupNorm(y)) for a convolution result y of out's shape, in out's dtype or its accumulation type.
 void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
                   int64_t groups, double eps);
 #endif
