@@ -440,3 +440,74 @@ def test_conv1d_gn_mish_bad_input(device):
         D.conv1d_gn_mish(x[..., :1], torch.randn(6, 4, 5, device=device), b, gw, gb, 3, 0)
     with pytest.raises(BAD, match="eps"):
         D.conv1d_gn_mish(x, w, b, gw, gb, 3, None, -1.0)
+
+
+# ---------------------------------------------------------------- property-based: random shapes, strides, dtypes
+
+from hypothesis import assume, given, settings, strategies as st  # noqa: E402
+
+
+def _maybe_strided(draw, shape, dtype, device):
+    """A tensor of `shape`: contiguous, a transposed copy's view, or every other element of a wider one."""
+    layout = draw(st.sampled_from(["contiguous", "transposed", "sliced"]))
+    if layout == "transposed":
+        base = torch.randn(shape[::-1], dtype=torch.float64).to(dtype=dtype, device=device)
+        return base.permute(*reversed(range(len(shape))))
+    if layout == "sliced":
+        base = torch.randn(*shape[:-1], 2 * shape[-1], dtype=torch.float64).to(dtype=dtype, device=device)
+        return base[..., ::2]
+    return torch.randn(shape, dtype=torch.float64).to(dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_steps_property(device, data):
+    draw = data.draw
+    shape = (draw(st.integers(1, 5)), draw(st.integers(1, 6)), draw(st.integers(1, 9)))
+    dtype = draw(st.sampled_from(STEP_DTYPES))
+    T = draw(st.integers(2, 50))
+    sched = D.ddpm_schedule(T, draw(st.sampled_from(SCHEDULES)), device=device)
+    m, x, z = (_maybe_strided(draw, shape, dtype, device) for _ in range(3))
+    prediction, clip = draw(st.sampled_from(PREDICTIONS)), draw(st.booleans())
+    clip_range = draw(st.floats(0.5, 3.0))
+    if draw(st.booleans()):  # one timestep per row, on the device
+        t = torch.tensor(draw(st.lists(st.integers(1, T - 1), min_size=shape[0], max_size=shape[0])), device=device)
+        t_prev = t - torch.tensor(draw(st.lists(st.integers(1, 5), min_size=shape[0], max_size=shape[0])),
+                                  device=device)
+        t_prev = t_prev.clamp(min=-1)
+    else:
+        t = draw(st.integers(0, T - 1))
+        t_prev = draw(st.integers(-1, t - 1))
+    ours = D.ddpm_step(m, t, x, sched, z, prediction, clip, clip_range)
+    assert ours.is_contiguous() and ours.dtype == dtype
+    assert_close(ours, R.ddpm_step(m, t, x, sched, z, prediction, clip, clip_range), dtype, scale=2)
+    if isinstance(t, int) and t == 0:
+        return
+    eta = draw(st.sampled_from([0.0, 0.5]))
+    args = (eta, z, prediction, clip, clip_range, draw(st.booleans()), draw(st.booleans()))
+    assert_close(D.ddim_step(m, t, t_prev, x, sched, *args), R.ddim_step(m, t, t_prev, x, sched, *args), dtype,
+                 scale=2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_conv1d_gn_mish_property(device, data):
+    draw = data.draw
+    B, cin, L, K = draw(st.integers(1, 3)), draw(st.integers(1, 9)), draw(st.integers(1, 12)), draw(st.integers(1, 5))
+    G = draw(st.integers(1, 4))
+    cout = G * draw(st.integers(1, 5))
+    pad = None if K % 2 == 1 and draw(st.booleans()) else draw(st.integers(max(0, (K - L + 1) // 2), 3))
+    l_out = L + 2 * (K // 2 if pad is None else pad) - K + 1
+    assume(cout // G * l_out >= 2)  # F.group_norm rejects groups of one value
+    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
+    x = _maybe_strided(draw, (B, cin, L), dtype, device)
+    w = _maybe_strided(draw, (cout, cin, K), dtype, device) * (cin * K) ** -0.5
+    b = _maybe_strided(draw, (cout,), dtype, device) if draw(st.booleans()) else None
+    gw, gb = 1 + 0.2 * _maybe_strided(draw, (cout,), dtype, device), _maybe_strided(draw, (cout,), dtype, device)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        ours = D.conv1d_gn_mish(x, w, b, gw, gb, G, pad)
+        expected = R.conv1d_gn_mish(x, w, b, gw, gb, G, pad)
+    # a group of a few values has a tiny variance: GroupNorm amplifies rounding, hence the scale
+    assert_close(ours, expected, dtype, scale=50 if dtype == torch.float32 else 10)

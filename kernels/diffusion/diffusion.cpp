@@ -1,8 +1,10 @@
-// Family `diffusion`: op schemas, argument checks and CPU kernels.
+// Family `diffusion`: op schemas, the op functions and their CPU loops.
 //   ddpm_schedule   the per-timestep constants (float64 table) the step kernels read
 //   ddpm_step       DDPM reverse step t -> t-1 (diffusers DDPMScheduler.step, "fixed_small")
 //   ddim_step       DDIM step t -> t_prev (diffusers DDIMScheduler.step)
 //   conv1d_gn_mish  Mish(GroupNorm(Conv1d(x)))
+// Each op is one function registered for CPU, CUDA and Meta: it checks its arguments, allocates the
+// output, stops there on the Meta device (fake tensors), then runs the CPU loop or the CUDA launcher.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -10,6 +12,7 @@
 #include <ATen/ops/empty.h>
 
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "cpu_loops.h"
@@ -24,14 +27,15 @@ namespace diffusion {
 at::Tensor ddpm_schedule(int64_t num_train_timesteps, c10::string_view beta_schedule, double beta_start,
                          double beta_end) {
   const int64_t T = num_train_timesteps;
-  TORCH_CHECK_VALUE(T >= 1 && T <= (int64_t{1} << 24), "num_train_timesteps must be in [1, 2^24], got ", T);
+  TORCH_CHECK_VALUE(T >= 1 && T <= (int64_t{1} << 24), "num_train_timesteps must be in [1, 2^24], got ",
+                    std::to_string(T));
   const std::string_view kind(beta_schedule.data(), beta_schedule.size());
   std::vector<double> betas(T);
+  jk::check_finite(beta_start, "beta_start");
+  jk::check_finite(beta_end, "beta_end");
   if (kind == "linear" || kind == "scaled_linear") {
-    jk::check_finite(beta_start, "beta_start");
-    jk::check_finite(beta_end, "beta_end");
-    TORCH_CHECK_VALUE(beta_start > 0 && beta_start < 1, "beta_start must be in (0, 1), got ", beta_start);
-    TORCH_CHECK_VALUE(beta_end > 0 && beta_end < 1, "beta_end must be in (0, 1), got ", beta_end);
+    TORCH_CHECK_VALUE(beta_start > 0 && beta_start < 1, "beta_start must be in (0, 1), got ", jk::num(beta_start));
+    TORCH_CHECK_VALUE(beta_end > 0 && beta_end < 1, "beta_end must be in (0, 1), got ", jk::num(beta_end));
     const bool scaled = kind == "scaled_linear";  // linear in sqrt(beta), then squared
     const double lo = scaled ? std::sqrt(beta_start) : beta_start, hi = scaled ? std::sqrt(beta_end) : beta_end;
     for (int64_t i = 0; i < T; ++i) {
@@ -71,7 +75,7 @@ at::Tensor ddpm_schedule(int64_t num_train_timesteps, c10::string_view beta_sche
   return table;
 }
 
-// ---------------------------------------------------------------- step argument checks (shared with diffusion.cu)
+// ---------------------------------------------------------------- step argument checks
 
 int parse_prediction(c10::string_view prediction_type) {
   const std::string_view p(prediction_type.data(), prediction_type.size());
@@ -82,7 +86,6 @@ int parse_prediction(c10::string_view prediction_type) {
   return kEpsilon;  // unreachable
 }
 
-// `schedule` must already be contiguous (the caller keeps it alive while the kernel runs).
 void check_step_tensors(const at::Tensor& model_output, const at::Tensor& sample, const at::Tensor& schedule,
                         const std::optional<at::Tensor>& noise, double clip_sample_range) {
   jk::check_float(sample, "sample");
@@ -92,84 +95,83 @@ void check_step_tensors(const at::Tensor& model_output, const at::Tensor& sample
   TORCH_CHECK_VALUE(schedule.scalar_type() == at::kDouble,
                     "schedule must be the float64 table from ddpm_schedule, got dtype ", schedule.scalar_type());
   TORCH_CHECK_VALUE(schedule.dim() == 2 && schedule.size(1) == kScheduleCols && schedule.size(0) >= 1,
-                    "schedule must be the (T, ", static_cast<int>(kScheduleCols),
-                    ") table from ddpm_schedule, got shape ", schedule.sizes());
+                    "schedule must be the (T, ", std::to_string(kScheduleCols),
+                    ") table from ddpm_schedule, got shape ", jk::shape(schedule.sizes()));
   jk::check_same_device(sample, "sample", schedule, "schedule");
   jk::check_positive(clip_sample_range, "clip_sample_range");
 }
 
+std::string sym_str(const c10::SymInt& v) {
+  const std::optional<int64_t> value = v.maybe_as_int();
+  return value ? std::to_string(*value) : std::string("a symbolic size");
+}
+
 // A timestep tensor: int32/int64, a scalar or one per batch row, on the sample's device (read there)
-// or a CPU scalar (read here). Host-readable values are range-checked by the caller.
-TimeArg make_time_arg(const at::Tensor& t, const char* name, const at::Tensor& sample) {
+// or a CPU scalar (read here).
+void check_time_tensor(const at::Tensor& t, const char* name, const at::Tensor& sample) {
   TORCH_CHECK_VALUE(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, name,
                     " must be an int64 or int32 tensor, got ", t.scalar_type());
   TORCH_CHECK_VALUE(t.dim() <= 1, name, " must be a scalar or 1-D with one entry per batch row, got shape ",
-                    t.sizes());
-  const int64_t batch = sample.size(0);
-  TORCH_CHECK_VALUE(t.numel() == 1 || t.numel() == batch, name, " must have 1 or sample.size(0) = ", batch,
-                    " entries, got ", t.numel());
+                    jk::shape(t.sizes()));
+  // Symbolic counts: under torch.compile with dynamic shapes the batch size is a symbol here (Meta).
+  const c10::SymInt count = t.sym_numel(), batch = sample.sym_size(0);
+  TORCH_CHECK_VALUE(count == 1 || count == batch, name, " must have 1 or sample.size(0) = ", sym_str(batch),
+                    " entries, got ", sym_str(count));
+  TORCH_CHECK_VALUE(t.device() == sample.device() || (t.is_cpu() && count == 1), name, " is on ", t.device(),
+                    " but sample is on ", sample.device(), ": pass ", name,
+                    " on the sample's device (or as a CPU scalar)");
+}
+
+// Reads a checked timestep tensor: a pointer for the kernel, or the value itself for a CPU tensor with a
+// non-CPU sample. Not called on the Meta device (no data).
+TimeArg make_time_arg(const at::Tensor& t, const at::Tensor& sample) {
   const bool is64 = t.scalar_type() == at::kLong;
   const int64_t stride = t.numel() == 1 ? 0 : t.stride(0);
   if (t.device() == sample.device()) return TimeArg{t.const_data_ptr(), is64, stride, 0};
-  TORCH_CHECK_VALUE(t.is_cpu() && t.numel() == 1, name, " is on ", t.device(), " but sample is on ",
-                    sample.device(), ": pass ", name, " on the sample's device (or as a CPU scalar)");
   const int64_t value = is64 ? *t.const_data_ptr<int64_t>() : *t.const_data_ptr<int32_t>();
   return TimeArg{nullptr, is64, 0, value};
 }
 
-// Rows whose timesteps the host can read (CPU tensors) are checked here; device-resident timesteps
-// cannot be checked without a host sync, so the kernels turn such rows into NaN instead.
-DdpmCoefFn ddpm_plan(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& sample,
-                     const at::Tensor& schedule, const std::optional<at::Tensor>& noise,
-                     c10::string_view prediction_type, double clip_sample_range) {
-  check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
-  const int prediction = parse_prediction(prediction_type);
-  DdpmCoefFn fn{schedule.const_data_ptr<double>(), schedule.size(0), make_time_arg(t, "t", sample), prediction};
-  if (t.is_cpu()) {
-    const int64_t rows = fn.t.stride == 0 ? 1 : sample.size(0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t v = fn.t.at(r);
-      TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", fn.num_timesteps,
-                        ") (the schedule's T), got ", v, rows > 1 ? " in row " : "", rows > 1 ? std::to_string(r) : "");
-    }
-  }
-  return fn;
-}
+std::string row_suffix(int64_t rows, int64_t r) { return rows > 1 ? " in row " + std::to_string(r) : ""; }
 
-DdimCoefFn ddim_plan(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& t_prev,
-                     const at::Tensor& sample, const at::Tensor& schedule, double eta,
-                     const std::optional<at::Tensor>& noise, c10::string_view prediction_type,
-                     double clip_sample_range, bool set_alpha_to_one, bool use_clipped_model_output) {
-  check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
-  TORCH_CHECK_VALUE(std::isfinite(eta) && eta >= 0, "eta must be a finite number >= 0, got ", eta);
-  const int prediction = parse_prediction(prediction_type);
-  DdimCoefFn fn{schedule.const_data_ptr<double>(), schedule.size(0), make_time_arg(t, "t", sample),
-                make_time_arg(t_prev, "t_prev", sample), prediction, eta, set_alpha_to_one,
-                use_clipped_model_output};
-  const int64_t rows = fn.per_row() ? sample.size(0) : 1;
+// Host-readable (CPU) timesteps are range-checked here. Timesteps on a GPU cannot be read without a host
+// sync: the kernels check them per row and write NaN to rows whose timestep is out of range (the
+// schedule is only indexed after that check, so it is never read out of bounds).
+void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch) {
+  if (!t.is_cpu()) return;
+  const int64_t rows = fn.per_row() ? batch : 1;
   for (int64_t r = 0; r < rows; ++r) {
-    if (t.is_cpu()) {
-      const int64_t v = fn.t.at(r);
-      TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", fn.num_timesteps,
-                        ") (the schedule's T), got ", v);
-      if (t_prev.is_cpu()) {
-        const int64_t p = fn.t_prev.at(r);
-        TORCH_CHECK_VALUE(p >= -1 && p < v, "t_prev must be in [-1, t) (-1: the final step), got t_prev = ", p,
-                          " with t = ", v);
-      }
-    } else if (t_prev.is_cpu()) {
-      const int64_t p = fn.t_prev.at(r);
-      TORCH_CHECK_VALUE(p >= -1 && p < fn.num_timesteps - 1, "t_prev must be in [-1, T - 1), got ", p);
-    }
+    const int64_t v = fn.t.at(r);
+    TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", std::to_string(fn.num_timesteps),
+                      ") (the schedule's T), got ", std::to_string(v), row_suffix(rows, r));
   }
-  return fn;
 }
 
-// ---------------------------------------------------------------- step CPU kernels
+void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tensor& t_prev, int64_t batch) {
+  const int64_t rows = fn.per_row() ? batch : 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t v = t.is_cpu() ? fn.t.at(r) : -1;
+    if (t.is_cpu()) {
+      TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", std::to_string(fn.num_timesteps),
+                        ") (the schedule's T), got ", std::to_string(v), row_suffix(rows, r));
+    }
+    if (!t_prev.is_cpu()) continue;
+    const int64_t p = fn.t_prev.at(r);
+    if (t.is_cpu()) {
+      TORCH_CHECK_VALUE(p >= -1 && p < v, "t_prev must be in [-1, t) (-1: the final step), got t_prev = ",
+                        std::to_string(p), " with t = ", std::to_string(v), row_suffix(rows, r));
+    } else {
+      TORCH_CHECK_VALUE(p >= -1 && p < fn.num_timesteps - 1, "t_prev must be in [-1, T - 1) = [-1, ",
+                        std::to_string(fn.num_timesteps - 1), "), got ", std::to_string(p), row_suffix(rows, r));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- steps
 
 template <typename scalar_t, typename CoefFn>
-void step_cpu_loop(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
-                   const at::Tensor* noise, const CoefFn& fn, bool clip, double range, bool draw) {
+void step_cpu(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
+              const at::Tensor* noise, const CoefFn& fn, bool clip, double range, bool draw) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t n = out.numel(), inner = n / sample.size(0);
   const scalar_t* m = model_output.const_data_ptr<scalar_t>();
@@ -178,18 +180,11 @@ void step_cpu_loop(const at::Tensor& out, const at::Tensor& model_output, const 
   scalar_t* o = out.mutable_data_ptr<scalar_t>();
   const uint64_t seed = draw ? jk::cpu_philox_seed().seed : 0;  // offset 0: counters start at 0
   const acc_t r = static_cast<acc_t>(range);
-  const bool per_row = fn.per_row();
   at::parallel_for(0, n, jk::kCpuGrain, [&](int64_t begin, int64_t end) {
-    int64_t row = -1;
-    StepCoefs<acc_t> c{};
+    RowCache<acc_t, CoefFn> rows(fn, inner);
     uint64_t counter = UINT64_MAX;
     jk::Float4 z4{0, 0, 0, 0};
     for (int64_t i = begin; i < end; ++i) {
-      const int64_t ri = per_row ? i / inner : 0;
-      if (ri != row) {
-        row = ri;
-        c = fn.template get<acc_t>(ri);
-      }
       acc_t zi = 0;
       if (z != nullptr) {
         zi = static_cast<acc_t>(z[i]);
@@ -203,48 +198,75 @@ void step_cpu_loop(const at::Tensor& out, const at::Tensor& model_output, const 
         zi = static_cast<acc_t>(lane == 0 ? z4.x : lane == 1 ? z4.y : lane == 2 ? z4.z : z4.w);
       }
       o[i] = static_cast<scalar_t>(
-          step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]), zi, clip, r));
+          step_element(rows.at(i), static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]), zi, clip, r));
     }
   });
 }
 
+// The part of ddpm_step and ddim_step after their checks: `out` is allocated, not Meta.
 template <typename CoefFn>
-at::Tensor step_cpu(const at::Tensor& model_output, const at::Tensor& sample, const std::optional<at::Tensor>& noise,
-                    const CoefFn& fn, bool clip, double range, bool draw) {
-  at::Tensor out = at::empty(sample.sizes(), sample.options());
-  if (out.numel() == 0) return out;
+void run_step(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
+              const std::optional<at::Tensor>& noise, const CoefFn& fn, bool clip, double range, bool draw) {
+  if (out.numel() == 0) return;
   const at::Tensor m = model_output.contiguous(), x = sample.contiguous();
   const at::Tensor z = noise.has_value() ? noise->contiguous() : at::Tensor();
+  const at::Tensor* zp = noise.has_value() ? &z : nullptr;
+  draw = draw && zp == nullptr;
+#ifdef JK_WITH_CUDA
+  if (out.is_cuda()) {
+    if constexpr (std::is_same_v<CoefFn, DdpmCoefFn>) {
+      ddpm_step_cuda(out, m, x, zp, fn, clip, range, draw);
+    } else {
+      ddim_step_cuda(out, m, x, zp, fn, clip, range, draw);
+    }
+    return;
+  }
+#endif
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, sample.scalar_type(), "diffusion_step_cpu", [&] {
-    step_cpu_loop<scalar_t>(out, m, x, noise.has_value() ? &z : nullptr, fn, clip, range, draw && !noise.has_value());
+    step_cpu<scalar_t>(out, m, x, zp, fn, clip, range, draw);
   });
+}
+
+at::Tensor ddpm_step(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& sample,
+                     const at::Tensor& schedule, const std::optional<at::Tensor>& noise,
+                     c10::string_view prediction_type, bool clip_sample, double clip_sample_range) {
+  check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
+  check_time_tensor(t, "t", sample);
+  const int prediction = parse_prediction(prediction_type);
+  at::Tensor out = at::empty(sample.sizes(), sample.options());
+  if (sample.is_meta()) return out;
+  const at::Tensor sched = schedule.contiguous();  // alive until the (asynchronous) kernel has read it
+  const DdpmCoefFn fn{sched.const_data_ptr<double>(), sched.size(0), make_time_arg(t, sample), prediction};
+  check_ddpm_times(fn, t, sample.size(0));
+  const bool no_noise = t.is_cpu() && !fn.per_row() && fn.t.at(0) == 0;  // sigma_0 = 0: nothing to draw
+  run_step(out, model_output, sample, noise, fn, clip_sample, clip_sample_range, !no_noise);
   return out;
 }
 
-at::Tensor ddpm_step_cpu(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& sample,
-                         const at::Tensor& schedule, const std::optional<at::Tensor>& noise,
-                         c10::string_view prediction_type, bool clip_sample, double clip_sample_range) {
+at::Tensor ddim_step(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& t_prev,
+                     const at::Tensor& sample, const at::Tensor& schedule, double eta,
+                     const std::optional<at::Tensor>& noise, c10::string_view prediction_type, bool clip_sample,
+                     double clip_sample_range, bool set_alpha_to_one, bool use_clipped_model_output) {
+  check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
+  check_time_tensor(t, "t", sample);
+  check_time_tensor(t_prev, "t_prev", sample);
+  TORCH_CHECK_VALUE(std::isfinite(eta) && eta >= 0, "eta must be a finite number >= 0, got ", jk::num(eta));
+  const int prediction = parse_prediction(prediction_type);
+  at::Tensor out = at::empty(sample.sizes(), sample.options());
+  if (sample.is_meta()) return out;
   const at::Tensor sched = schedule.contiguous();
-  const DdpmCoefFn fn = ddpm_plan(model_output, t, sample, sched, noise, prediction_type, clip_sample_range);
-  const bool all_zero = !fn.per_row() && fn.t.at(0) == 0;  // no noise at t = 0
-  return step_cpu(model_output, sample, noise, fn, clip_sample, clip_sample_range, !all_zero);
-}
-
-at::Tensor ddim_step_cpu(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& t_prev,
-                         const at::Tensor& sample, const at::Tensor& schedule, double eta,
-                         const std::optional<at::Tensor>& noise, c10::string_view prediction_type, bool clip_sample,
-                         double clip_sample_range, bool set_alpha_to_one, bool use_clipped_model_output) {
-  const at::Tensor sched = schedule.contiguous();
-  const DdimCoefFn fn = ddim_plan(model_output, t, t_prev, sample, sched, eta, noise, prediction_type,
-                                  clip_sample_range, set_alpha_to_one, use_clipped_model_output);
+  const DdimCoefFn fn{sched.const_data_ptr<double>(), sched.size(0), make_time_arg(t, sample),
+                      make_time_arg(t_prev, sample), prediction, eta, set_alpha_to_one, use_clipped_model_output};
+  check_ddim_times(fn, t, t_prev, sample.size(0));
   // Without eta > 0 the noise term is zero and nothing is drawn (diffusers ignores `noise` then too).
   const std::optional<at::Tensor> used_noise = eta > 0 ? noise : std::nullopt;
-  return step_cpu(model_output, sample, used_noise, fn, clip_sample, clip_sample_range, eta > 0);
+  run_step(out, model_output, sample, used_noise, fn, clip_sample, clip_sample_range, eta > 0);
+  return out;
 }
 
 // ---------------------------------------------------------------- conv1d_gn_mish
 
-// Returns the padding to use. Shared with diffusion.cu.
+// Returns the padding to use.
 int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                         const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t num_groups,
                         std::optional<int64_t> padding, double eps) {
@@ -255,45 +277,48 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
   jk::check_same_dtype(x, "x", weight, "weight");
   const int64_t c_out = weight.size(0), kernel = weight.size(2);
   TORCH_CHECK_VALUE(weight.size(1) == x.size(1), "weight must be (C_out, C_in, K) with C_in = x.size(1) = ",
-                    x.size(1), ", got shape ", weight.sizes());
-  TORCH_CHECK_VALUE(kernel >= 1, "weight must have a kernel size >= 1, got shape ", weight.sizes());
+                    std::to_string(x.size(1)), ", got shape ", jk::shape(weight.sizes()));
+  TORCH_CHECK_VALUE(kernel >= 1 && c_out >= 1, "weight must have C_out >= 1 and a kernel size K >= 1, got shape ",
+                    jk::shape(weight.sizes()));
   auto check_vector = [&](const at::Tensor& v, const char* name) {
     jk::check_same_device(x, "x", v, name);
     jk::check_same_dtype(x, "x", v, name);
-    TORCH_CHECK_VALUE(v.dim() == 1 && v.size(0) == c_out, name, " must have shape (C_out,) = (", c_out,
-                      ",), got ", v.sizes());
+    TORCH_CHECK_VALUE(v.dim() == 1 && v.size(0) == c_out, name, " must have shape (C_out,) = (",
+                      std::to_string(c_out), ",), got ", jk::shape(v.sizes()));
   };
   if (bias.has_value()) check_vector(*bias, "bias");
   check_vector(gn_weight, "gn_weight");
   check_vector(gn_bias, "gn_bias");
   TORCH_CHECK_VALUE(num_groups >= 1 && c_out % num_groups == 0, "num_groups must divide the output channels (",
-                    c_out, "), got ", num_groups);
-  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be a finite number >= 0, got ", eps);
+                    std::to_string(c_out), "), got ", std::to_string(num_groups));
+  TORCH_CHECK_VALUE(x.size(0) * num_groups < (int64_t{1} << 31), "x.size(0) * num_groups must be < 2^31, got ",
+                    std::to_string(x.size(0) * num_groups));
+  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be a finite number >= 0, got ", jk::num(eps));
   int64_t pad;
   if (padding.has_value()) {
     pad = *padding;
-    TORCH_CHECK_VALUE(pad >= 0, "padding must be >= 0, got ", pad);
+    TORCH_CHECK_VALUE(pad >= 0 && pad < (int64_t{1} << 31), "padding must be in [0, 2^31), got ",
+                      std::to_string(pad));
   } else {
     TORCH_CHECK_VALUE(kernel % 2 == 1, "padding=None keeps the length only for odd kernel sizes; weight has K = ",
-                      kernel, ": pass padding explicitly");
+                      std::to_string(kernel), ": pass padding explicitly");
     pad = kernel / 2;
   }
-  TORCH_CHECK_VALUE(x.size(2) + 2 * pad - kernel + 1 >= 1, "x has length ", x.size(2), ", too short for K = ",
-                    kernel, " with padding ", pad);
+  TORCH_CHECK_VALUE(x.size(2) + 2 * pad - kernel + 1 >= 1, "x has length ", std::to_string(x.size(2)),
+                    ", too short for K = ", std::to_string(kernel), " with padding ", std::to_string(pad));
   return pad;
 }
 
 // out = Mish(GroupNorm(y)) for y (B, C, L) contiguous in acc_t; one task per (batch, group).
 template <typename scalar_t>
-void gn_mish_cpu(const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias, const at::Tensor& out,
+void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
                  int64_t groups, double eps) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t batch = y.size(0), channels = y.size(1), length = y.size(2);
   const int64_t cg = channels / groups, n = cg * length;
   const acc_t* src = y.const_data_ptr<acc_t>();
-  const at::Tensor gamma_c = gn_weight.contiguous(), beta_c = gn_bias.contiguous();
-  const scalar_t* gamma = gamma_c.const_data_ptr<scalar_t>();
-  const scalar_t* beta = beta_c.const_data_ptr<scalar_t>();
+  const scalar_t* gamma = gn_weight.const_data_ptr<scalar_t>();
+  const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
   at::parallel_for(0, batch * groups, std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(n, 1)),
                    [&](int64_t begin, int64_t end) {
@@ -317,20 +342,33 @@ void gn_mish_cpu(const at::Tensor& y, const at::Tensor& gn_weight, const at::Ten
   });
 }
 
-at::Tensor conv1d_gn_mish_cpu(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                              const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t num_groups,
-                              std::optional<int64_t> padding, double eps) {
+at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                          const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t num_groups,
+                          std::optional<int64_t> padding, double eps) {
   const int64_t pad = check_conv_args(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps);
   const int64_t l_out = x.size(2) + 2 * pad - weight.size(2) + 1;
   at::Tensor out = at::empty({x.size(0), weight.size(0), l_out}, x.options());
-  if (out.numel() == 0) return out;
-  // The convolution runs in the accumulation type (float for half types), then one fused pass.
+  if (x.is_meta() || out.numel() == 0) return out;
+  const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
+  const at::Tensor gamma = gn_weight.contiguous(), beta = gn_bias.contiguous();
+  const std::optional<at::Tensor> bc = bias.has_value() ? std::optional<at::Tensor>(bias->contiguous()) : std::nullopt;
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    // Small batch x length: the direct kernel (weight streaming). Otherwise cuDNN (tensor cores). Then one
+    // fused GroupNorm + Mish kernel.
+    const at::ScalarType acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+    at::Tensor y = at::empty(out.sizes(), out.options().dtype(acc));
+    if (!conv1d_direct_cuda(y, xc, wc, bc ? &*bc : nullptr, pad)) y = at::conv1d(xc, wc, bc, 1, pad).contiguous();
+    gn_mish_cuda(out, y, gamma, beta, num_groups, eps);
+    return out;
+  }
+#endif
+  // The CPU convolution runs in the accumulation type (float for half types), then one fused pass.
   const at::ScalarType acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  std::optional<at::Tensor> bias_acc;
-  if (bias.has_value()) bias_acc = bias->to(acc);
-  const at::Tensor y = at::conv1d(x.to(acc), weight.to(acc), bias_acc, 1, pad).contiguous();
+  const std::optional<at::Tensor> bias_acc = bc.has_value() ? std::optional<at::Tensor>(bc->to(acc)) : std::nullopt;
+  const at::Tensor y = at::conv1d(xc.to(acc), wc.to(acc), bias_acc, 1, pad).contiguous();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_cpu", [&] {
-    gn_mish_cpu<scalar_t>(y, gn_weight, gn_bias, out, num_groups, eps);
+    gn_mish_cpu<scalar_t>(out, y, gamma, beta, num_groups, eps);
   });
   return out;
 }
@@ -352,14 +390,17 @@ JK_LIBRARY(m) {
 }
 
 // The schedule is a small host-side table with no tensor inputs: one kernel for every backend.
-JK_LIBRARY_IMPL(CompositeExplicitAutograd, m) {
-  m.impl("ddpm_schedule", &ddpm_schedule);
-}
+JK_LIBRARY_IMPL(CompositeExplicitAutograd, m) { m.impl("ddpm_schedule", &ddpm_schedule); }
 
-JK_LIBRARY_IMPL(CPU, m) {
-  m.impl("ddpm_step", &ddpm_step_cpu);
-  m.impl("ddim_step", &ddim_step_cpu);
-  m.impl("conv1d_gn_mish", &conv1d_gn_mish_cpu);
-}
+#define DIFFUSION_IMPLS(m)                       \
+  m.impl("ddpm_step", &ddpm_step);               \
+  m.impl("ddim_step", &ddim_step);               \
+  m.impl("conv1d_gn_mish", &conv1d_gn_mish)
+
+JK_LIBRARY_IMPL(CPU, m) { DIFFUSION_IMPLS(m); }
+JK_LIBRARY_IMPL(Meta, m) { DIFFUSION_IMPLS(m); }
+#ifdef JK_WITH_CUDA
+JK_LIBRARY_IMPL(CUDA, m) { DIFFUSION_IMPLS(m); }
+#endif
 
 }  // namespace diffusion

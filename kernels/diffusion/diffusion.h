@@ -1,5 +1,7 @@
-// The math of the diffusion ops, shared by the CPU (diffusion.cpp) and CUDA (diffusion.cu) kernels.
+// The math of the diffusion ops, shared by the CPU (diffusion.cpp) and CUDA (diffusion.cu) kernels,
+// and the CUDA launchers that diffusion.cpp calls.
 #pragma once
+#include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 
 #include <cmath>
@@ -135,6 +137,29 @@ struct DdimCoefFn {
   }
 };
 
+// One row's coefficients, cached while consecutive elements stay in that row: a division and the
+// coefficient math only when an element leaves the cached row, never per element.
+template <typename acc_t, typename CoefFn>
+struct RowCache {
+  CoefFn fn;
+  int64_t inner;  // elements per batch row
+  int64_t row_begin = 0, row_end = -1;
+  StepCoefs<acc_t> c{};
+
+  C10_HOST_DEVICE RowCache(const CoefFn& f, int64_t n_inner) : fn(f), inner(n_inner) {}
+
+  C10_HOST_DEVICE const StepCoefs<acc_t>& at(int64_t i) {
+    if (i < row_begin || i >= row_end) {
+      const bool per_row = fn.per_row();
+      const int64_t row = per_row ? i / inner : 0;
+      row_begin = per_row ? row * inner : 0;
+      row_end = per_row ? row_begin + inner : INT64_MAX;
+      c = fn.template get<acc_t>(row);
+    }
+    return c;
+  }
+};
+
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t step_element(const StepCoefs<acc_t>& c, acc_t m, acc_t x, acc_t z, bool clip,
                                           acc_t range) {
@@ -153,5 +178,21 @@ C10_HOST_DEVICE inline acc_t mish(acc_t h) {
   return h * std::tanh(std::log1p(std::exp(h)));
 #endif
 }
+
+#ifdef JK_WITH_CUDA
+// diffusion.cu. Arguments were checked by diffusion.cpp; tensors are contiguous, `out` is allocated and
+// non-empty. `noise` may be null; `draw`: draw z in the kernel (only when noise is null).
+void ddpm_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
+                    const at::Tensor* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw);
+void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
+                    const at::Tensor* noise, const DdimCoefFn& fn, bool clip, double range, bool draw);
+// y = conv1d(x, weight, bias) (stride 1) into y, (B, C_out, L_out) in the accumulation type, by a direct
+// kernel when batch x length is small; returns false, having done nothing, when cuDNN should convolve.
+bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
+                        int64_t pad);
+// out = Mish(GroupNorm(y)) for a convolution result y of out's shape, in out's dtype or its accumulation type.
+void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
+                  int64_t groups, double eps);
+#endif
 
 }  // namespace diffusion

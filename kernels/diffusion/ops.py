@@ -9,7 +9,8 @@ tensor on the device, so a whole denoising loop can be captured in one CUDA grap
 inside the kernel from PyTorch's generator (torch.manual_seed reproduces it, graph replays draw
 fresh numbers). Out-of-range timesteps are an error when they are host-readable (Python ints, CPU
 tensors); timesteps living on the GPU are not read by the host, so rows with an invalid one come
-back as NaN (never zeros, never an out-of-bounds read).
+back as NaN (never zeros, never an out-of-bounds read). Shapes for fake tensors (torch.compile,
+opcheck) come from each op's Meta kernel in diffusion.cpp.
 """
 import torch
 import torch.nn.functional as F
@@ -57,6 +58,10 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     or "sample"; the predicted x0 is clamped to +-clip_sample_range when clip_sample. Noise sigma_t*z
     is added for t > 0, z drawn in the kernel unless `noise` is given. Returns a new contiguous
     tensor. Not differentiable.
+
+    Out-of-range t raises ValueError when the host can read it (Python int, CPU tensor). A t tensor on
+    the GPU is not read by the host (that would sync): rows whose t is outside [0, T) come back as NaN
+    (never clamped, never zeros); the schedule is never read out of bounds.
     """
     return _ops.ddpm_step(model_output, _as_timestep(t), sample, schedule, noise, prediction_type, clip_sample,
                           clip_sample_range)
@@ -71,6 +76,7 @@ def ddim_step(model_output: torch.Tensor, t, t_prev, sample: torch.Tensor, sched
     Same conventions as ddpm_step; t_prev (int or tensor like t) must be in [-1, t), -1 meaning the
     final step, whose alpha_cumprod is 1 (set_alpha_to_one) or alphas_cumprod[0]. eta scales the
     noise (0: deterministic DDIM; noise is only drawn or read when eta > 0). Not differentiable.
+    Out-of-range t / t_prev on the GPU give NaN rows, as in ddpm_step; on the host they raise.
     """
     return _ops.ddim_step(model_output, _as_timestep(t), _as_timestep(t_prev), sample, schedule, eta, noise,
                           prediction_type, clip_sample, clip_sample_range, set_alpha_to_one, use_clipped_model_output)
@@ -91,32 +97,6 @@ def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     with PyTorch ops (float32 for half types) and applies the GroupNorm / Mish derivatives.
     """
     return _ops.conv1d_gn_mish(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps)
-
-
-# ---------------------------------------------------------------- fake (meta) kernels
-
-@torch.library.register_fake(f"{NAMESPACE}::ddpm_schedule")
-def _ddpm_schedule_fake(num_train_timesteps=1000, beta_schedule="linear", beta_start=1e-4, beta_end=0.02):
-    return torch.empty((num_train_timesteps, len(SCHEDULE_COLUMNS)), dtype=torch.float64)
-
-
-@torch.library.register_fake(f"{NAMESPACE}::ddpm_step")
-def _ddpm_step_fake(model_output, t, sample, schedule, noise=None, prediction_type="epsilon", clip_sample=True,
-                    clip_sample_range=1.0):
-    return torch.empty(sample.shape, dtype=sample.dtype, device=sample.device)
-
-
-@torch.library.register_fake(f"{NAMESPACE}::ddim_step")
-def _ddim_step_fake(model_output, t, t_prev, sample, schedule, eta=0.0, noise=None, prediction_type="epsilon",
-                    clip_sample=True, clip_sample_range=1.0, set_alpha_to_one=True, use_clipped_model_output=False):
-    return torch.empty(sample.shape, dtype=sample.dtype, device=sample.device)
-
-
-@torch.library.register_fake(f"{NAMESPACE}::conv1d_gn_mish")
-def _conv1d_gn_mish_fake(x, weight, bias, gn_weight, gn_bias, num_groups, padding=None, eps=1e-5):
-    k = weight.shape[2]
-    pad = k // 2 if padding is None else padding
-    return x.new_empty((x.shape[0], weight.shape[0], x.shape[2] + 2 * pad - k + 1))
 
 
 # ---------------------------------------------------------------- autograd of conv1d_gn_mish
