@@ -163,7 +163,7 @@ def _mutations(spec, device):
         wrong_dtypes = [torch.float32] if is_int else [torch.int64, torch.bool, torch.complex64]
         for dtype in wrong_dtypes:
             yield f"{name}-{dtype}", name, lambda kw, n=name, dt=dtype: {**kw, n: kw[n].to(dt)}, None
-        if len(DEVICES) > 1:
+        if len(DEVICES) > 1 and len(tensor_args) > 1:  # with one tensor, another device is just valid input
             other = "cpu" if device == "cuda" else "cuda"
             yield f"{name}-on-{other}", name, lambda kw, n=name: {**kw, n: kw[n].to(other)}, None
         if name not in spec.int_tensors + spec.any_batch:
