@@ -2,9 +2,10 @@
 # Everything that needs a GPU, in one call (device tool: run "bash tools/gpu_check.sh").
 # Builds every family, runs the whole test suite, the benchmarks, the load-time script and
 # the examples; results go under $OUT (default ./gpu_out), to be committed as benchmarks/results/.
-#   STEPS="build tests large bench load examples sanitize multi" (default: the first five),
+#   STEPS="build diag tests large bench load examples sanitize stress multi" (default: the first seven),
 #   FAMILIES="fused ebm" (default: all), PYTEST_ARGS=... (default: the whole suite but `large`).
-#   large: the >2^31-element tests, alone (memory). sanitize: tools/sanitize.sh. multi: the
+#   large: the >2^31-element tests, alone (memory). sanitize: tools/sanitize.sh. stress: 8 processes
+#   building every real family on an empty cache. multi: the
 #   torch.distributed example on every GPU of the host (run it on a machine with 2 or more).
 set -u -o pipefail
 OUT=${OUT:-gpu_out}
@@ -35,6 +36,8 @@ for step in $STEPS; do
     large) $PY -m pytest -v -p no:cacheprovider -p no:xdist --timeout=300 -m large 2>&1 | tee "$OUT/pytest_large.log" \
              | grep -E "PASS|FAIL|SKIP|ERROR|passed|failed" | tail -10 || status=1 ;;
     sanitize) OUT="$OUT" bash tools/sanitize.sh || status=1 ;;
+    stress) JITKERNELS_STRESS_REAL=1 JITKERNELS_STRESS_TIMEOUT=420 $PY -m pytest -v -p no:cacheprovider -p no:xdist \
+              tests/test_loader_stress.py -k real 2>&1 | tee "$OUT/pytest_stress.log" | tail -5 || status=1 ;;
     diag)  # why number formatting crashed here: which libstdc++ the built libraries carry
       { which c++ g++; c++ --version | head -1; c++ -print-file-name=libstdc++.so; c++ -print-file-name=libstdc++.a
         for so in $(find "$JITKERNELS_CACHE" -name "jk_*.so"); do
