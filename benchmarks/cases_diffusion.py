@@ -19,18 +19,18 @@ except ImportError:  # run from inside benchmarks/
 FAMILY = "diffusion"
 
 
-def _step_cases(D, R, device):
+def _step_cases(D, R, device, small):
     T = 1000
     cases = []
     sched = D.ddpm_schedule(T, "linear", device=device)
-    B, C, L = 256, 16, 2048
+    B, C, L = (8, 16, 64) if small else (256, 16, 2048)
     m, x, z = (torch.randn(B, C, L, device=device) for _ in range(3))
     t = torch.randint(1, T, (B,), device=device)  # one timestep per row, read on the device
     n = m.numel() * 4
     cases.append(Case(FAMILY, "ddpm_step", f"{B}x{C}x{L} noise drawn in-kernel, per-row t", "float32",
                       ours=lambda m, t, x, s: D.ddpm_step(m, t, x, s),
                       reference=lambda m, t, x, s: R.ddpm_step(m, t, x, s),
-                      args=(m, t, x, sched), bytes=3 * n,
+                      args=(m, t, x, sched), bytes=3 * n, random=True,
                       note="floor: read model_output + sample, write out (the reference also writes and reads randn)"))
     cases.append(Case(FAMILY, "ddpm_step", f"{B}x{C}x{L} noise given, per-row t", "float32",
                       ours=lambda m, t, x, s, z: D.ddpm_step(m, t, x, s, z),
@@ -58,14 +58,15 @@ def _step_cases(D, R, device):
         ours, note = graph.replay, "ours: time per step replayed from a captured CUDA graph (fresh noise each replay)"
     cases.append(Case(FAMILY, "ddpm_step", "1x16x2 (launch-bound)", "float32", ours=lambda: ours(),
                       reference=lambda: R.ddpm_step(sm, st, sx, sched100), args=(), bytes=3 * sm.numel() * 4,
-                      note=note, extra={"cuda_graph": device == "cuda"}))
+                      note=note, random=True, extra={"cuda_graph": device == "cuda"}))
     return cases
 
 
-def _conv_cases(D, R, device):
+def _conv_cases(D, R, device, small):
     cases = []
-    for B, cin, cout, L, dtype in [(1, 256, 256, 16, torch.float32), (256, 256, 512, 16, torch.float32),
-                                   (256, 256, 512, 16, torch.bfloat16)]:
+    big = 8 if small else 256  # channels of the large-batch cases scale with it
+    for B, cin, cout, L, dtype in [(1, 256, 256, 16, torch.float32), (big, 256, 2 * 256, 16, torch.float32),
+                                   (big, 256, 2 * 256, 16, torch.bfloat16)]:
         K, G = 5, 8
         x = torch.randn(B, cin, L, device=device, dtype=dtype)
         w = torch.randn(cout, cin, K, device=device, dtype=dtype) * (cin * K) ** -0.5
@@ -80,6 +81,7 @@ def _conv_cases(D, R, device):
     return cases
 
 
-def cases(device: str) -> list[Case]:
+def cases(device: str, small: bool = False) -> list[Case]:
+    """small: sizes that run in moments on a CPU (examples/quickstart.py)."""
     D = loader.load(FAMILY)
-    return _step_cases(D, D.reference, device) + _conv_cases(D, D.reference, device)
+    return _step_cases(D, D.reference, device, small) + _conv_cases(D, D.reference, device, small)

@@ -56,11 +56,11 @@ def cases(device: str, small: bool = False) -> list[Case]:
     g = torch.randn_like(x)
     out.append(Case(FAMILY, "langevin_step", shape, "float32", lambda x, g: ebm.langevin_step(x, g, 0.01),
                     lambda x, g: ref.langevin_step(x, g, 0.01), (x, g), bytes=3 * xbytes,
-                    note="x − η·grad + √(2η)·ε, noise drawn in the kernel"))
+                    random=True, note="x − η·grad + √(2η)·ε, noise drawn in the kernel"))
     out.append(Case(FAMILY, "langevin_step (Gaussian, fused: langevin_chain n_steps=1)", shape, "float32",
                     lambda x: ebm.langevin_chain(x, "gaussian", 1, 0.01, mean=mean, precision=prec),
                     lambda x: ref.langevin_step(x, -ref.gaussian_score(x, mean, prec), 0.01), (x,),
-                    bytes=2 * xbytes, flops=2 * B * D * D,
+                    bytes=2 * xbytes, flops=2 * B * D * D, random=True,
                     note="score + noise + update in one pass (ANCHORS: one Langevin step, Gaussian)"))
 
     # ---- chains: compute-bound. flops counts the score's matrix-vector product and the update.
@@ -75,12 +75,12 @@ def cases(device: str, small: bool = False) -> list[Case]:
         out.append(Case(FAMILY, "langevin_chain gaussian (vs eager analytic loop)", shape, "float32", chain,
                         lambda x, mean=mean, prec=prec: ref.langevin_chain(
                             x, lambda y: ref.gaussian_score(y, mean, prec), n_steps, eta),
-                        (x0,), bytes=2 * B * D * size, flops=flops, compile=False,
+                        (x0,), bytes=2 * B * D * size, flops=flops, compile=False, random=True,
                         note="one launch for D <= 64; addmm + fused update per step above"))
         out.append(Case(FAMILY, "langevin_chain gaussian (vs autograd loop)", shape, "float32", chain,
                         lambda x, mean=mean, prec=prec: ref.langevin_chain_autograd(
                             x, lambda y: ref.gaussian_energy(y, mean, prec), n_steps, eta),
-                        (x0,), bytes=2 * B * D * size, flops=flops, compile=False,
+                        (x0,), bytes=2 * B * D * size, flops=flops, compile=False, random=True,
                         note="reference: autograd score every step (how EBM libraries do it)"))
     D, B = (16, 65536) if gpu else (16, 2048)
     x0 = torch.randn(B, D, device=device)
@@ -92,9 +92,9 @@ def cases(device: str, small: bool = False) -> list[Case]:
                     lambda x: ref.hmc_chain(x, lambda y: ref.gaussian_energy(y, mean, prec),
                                             lambda y: ref.gaussian_score(y, mean, prec), n_steps, 0.1, n_leapfrog),
                     (x0,), bytes=2 * B * D * size, flops=n_steps * (n_leapfrog + 1) * B * (2 * D * D + 4 * D),
-                    compile=False))
+                    compile=False, random=True))
     out.append(Case(FAMILY, "langevin_chain double_well (vs eager analytic loop)", f"B={B} D={D} steps={n_steps}",
                     "float32", lambda x: ebm.langevin_chain(x, "double_well", n_steps, eta),
                     lambda x: ref.langevin_chain(x, ref.double_well_score, n_steps, eta), (x0,),
-                    bytes=2 * B * D * size, compile=False))
+                    bytes=2 * B * D * size, compile=False, random=True))
     return out

@@ -15,3 +15,15 @@ def test_kernel_iteration_notebook_runs(monkeypatch):
             exec(compile("".join(cell["source"]), "kernel_iteration.ipynb", "exec"), namespace)
     assert namespace["same"] is namespace["f"]
     assert not namespace["before"].equal(namespace["after"])  # the edit changed the result
+
+
+def test_every_family_has_small_benchmark_cases_that_run_on_the_cpu():
+    """examples/quickstart.py runs these: each family's cases at small sizes must build and run."""
+    import importlib
+
+    import loader
+    for family in loader.families():
+        cases = importlib.import_module(f"benchmarks.cases_{family}").cases("cpu", small=True)
+        assert cases, f"{family}: no benchmark cases"
+        for case in cases:
+            case.ours(*case.args)
