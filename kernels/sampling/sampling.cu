@@ -215,73 +215,100 @@ __global__ void __launch_bounds__(kSelectThreads)
   }
 }
 
+// Which of a thread's kSelectPer consecutive rows (from row0) are below / equal to the threshold.
+template <typename S>
+__device__ __forceinline__ void threshold_bits(const S* __restrict__ scores, int64_t n, bool maximize, int64_t row0,
+                                               typename KeyOf<S>::key threshold, unsigned* less_bits,
+                                               unsigned* eq_bits) {
+  using K = typename KeyOf<S>::key;
+  using R = typename KeyOf<S>::real;
+  *less_bits = *eq_bits = 0;
+#pragma unroll
+  for (int j = 0; j < kSelectPer; ++j) {
+    if (row0 + j < n) {
+      const K key = order_key<K>(static_cast<R>(scores[row0 + j]), maximize);
+      *less_bits |= static_cast<unsigned>(key < threshold) << j;
+      *eq_bits |= static_cast<unsigned>(key == threshold) << j;
+    }
+  }
+}
+
 // The elite's row indices, ascending, into list[0, n_elite): rows with key < T, and the first
-// `ties` rows with key == T. Chunk c (kSelectRows rows; chunks are numbered in the order blocks
-// start, so a chunk only waits on chunks that are already running) publishes its (less, equal)
-// counts, then sums the counts of the chunks before it and writes its rows at their ranks.
+// `ties` rows with key == T. A block owns a chunk of `tiles` tiles of kSelectRows rows (chunk numbers
+// are taken in the order blocks start, so a chunk only waits on chunks that are already running): it
+// publishes its (less, equal) counts, sums the counts of the chunks before it (the launcher keeps
+// chunks <= 1024), then writes its rows at their ranks, tile by tile.
 template <typename S>
 __global__ void __launch_bounds__(kSelectThreads)
-    elite_list_kernel(const S* __restrict__ scores, int64_t n, bool maximize,
+    elite_list_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t tiles,
                       const unsigned long long* __restrict__ final_state, unsigned long long* chunk_counts,
                       unsigned int* __restrict__ ticket, int64_t* __restrict__ list) {
   using K = typename KeyOf<S>::key;
-  using R = typename KeyOf<S>::real;
   __shared__ unsigned int s_chunk;
   __shared__ unsigned int scan_scratch[kSelectThreads / 32];
+  __shared__ unsigned long long sum_scratch[kSelectThreads / 32];
   __shared__ unsigned long long s_less_before, s_eq_before;
   if (threadIdx.x == 0) s_chunk = atomicAdd(ticket, 1u);
   const K threshold = static_cast<K>(final_state[0]);
   const unsigned long long ties = final_state[2];
   __syncthreads();
   const int64_t chunk = s_chunk;
-  const int64_t row0 = chunk * kSelectRows + static_cast<int64_t>(threadIdx.x) * kSelectPer;
-  unsigned less_bits = 0, eq_bits = 0;
-#pragma unroll
-  for (int j = 0; j < kSelectPer; ++j) {
-    const int64_t i = row0 + j;
-    if (i < n) {
-      const K key = order_key<K>(static_cast<R>(scores[i]), maximize);
-      less_bits |= static_cast<unsigned>(key < threshold) << j;
-      eq_bits |= static_cast<unsigned>(key == threshold) << j;
-    }
+  const int64_t first_row = chunk * tiles * kSelectRows + static_cast<int64_t>(threadIdx.x) * kSelectPer;
+  unsigned less0, eq0;  // tile 0's bits stay in registers (the only tile when n <= 1024 * kSelectRows)
+  threshold_bits(scores, n, maximize, first_row, threshold, &less0, &eq0);
+  unsigned long long less = __popc(less0), eq = __popc(eq0);
+  for (int64_t t = 1; t < tiles; ++t) {
+    unsigned lb, eb;
+    threshold_bits(scores, n, maximize, first_row + t * kSelectRows, threshold, &lb, &eb);
+    less += __popc(lb);
+    eq += __popc(eb);
   }
-  // (less, equal) counts packed in 16-bit halves: a chunk has at most kSelectRows < 2^16 rows.
-  unsigned total;
-  const unsigned before = block_exclusive_scan<unsigned>((__popc(less_bits) << 16) | __popc(eq_bits),
-                                                         scan_scratch, &total);
+  less = jk::block_sum(less, sum_scratch);
+  eq = jk::block_sum(eq, sum_scratch);
   if (threadIdx.x == 0) {
-    atomicExch(chunk_counts + 2 * chunk, (total >> 16) | kPublished);
-    atomicExch(chunk_counts + 2 * chunk + 1, (total & 0xffffu) | kPublished);
+    atomicExch(chunk_counts + 2 * chunk, less | kPublished);
+    atomicExch(chunk_counts + 2 * chunk + 1, eq | kPublished);
   }
   if (threadIdx.x < 32) {
-    unsigned long long less = 0, eq = 0, a, b;
+    unsigned long long l = 0, e = 0, a, b;
     for (int64_t q = threadIdx.x; q < chunk; q += 32) {
       do a = *reinterpret_cast<volatile unsigned long long*>(chunk_counts + 2 * q); while (!(a & kPublished));
       do b = *reinterpret_cast<volatile unsigned long long*>(chunk_counts + 2 * q + 1); while (!(b & kPublished));
-      less += a & ~kPublished;
-      eq += b & ~kPublished;
+      l += a & ~kPublished;
+      e += b & ~kPublished;
     }
-    less = jk::warp_sum(less);
-    eq = jk::warp_sum(eq);
+    l = jk::warp_sum(l);
+    e = jk::warp_sum(e);
     if (threadIdx.x == 0) {
-      s_less_before = less;
-      s_eq_before = eq;
+      s_less_before = l;
+      s_eq_before = e;
     }
   }
   __syncthreads();
-  const unsigned long long eq_before = s_eq_before;
-  const unsigned long long ties_left = ties > eq_before ? ties - eq_before : 0ull;  // for this chunk on
-  const unsigned long long pos0 = s_less_before + (eq_before < ties ? eq_before : ties);
-  unsigned long long my_less = before >> 16, my_eq = before & 0xffffu;
+  unsigned long long less_before = s_less_before, eq_before = s_eq_before;  // rows before this tile
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t row0 = first_row + t * kSelectRows;
+    unsigned less_bits = less0, eq_bits = eq0;
+    if (t > 0) threshold_bits(scores, n, maximize, row0, threshold, &less_bits, &eq_bits);
+    // (less, equal) counts packed in 16-bit halves: a tile has kSelectRows < 2^16 rows.
+    unsigned total;
+    const unsigned before = block_exclusive_scan<unsigned>((__popc(less_bits) << 16) | __popc(eq_bits),
+                                                           scan_scratch, &total);
+    const unsigned long long ties_left = ties > eq_before ? ties - eq_before : 0ull;  // from this tile on
+    const unsigned long long pos0 = less_before + (eq_before < ties ? eq_before : ties);
+    unsigned long long my_less = before >> 16, my_eq = before & 0xffffu;
 #pragma unroll
-  for (int j = 0; j < kSelectPer; ++j) {
-    if ((less_bits >> j) & 1u) {
-      list[pos0 + my_less + (my_eq < ties_left ? my_eq : ties_left)] = row0 + j;
-      ++my_less;
-    } else if ((eq_bits >> j) & 1u) {
-      if (my_eq < ties_left) list[pos0 + my_less + my_eq] = row0 + j;
-      ++my_eq;
+    for (int j = 0; j < kSelectPer; ++j) {
+      if ((less_bits >> j) & 1u) {
+        list[pos0 + my_less + (my_eq < ties_left ? my_eq : ties_left)] = row0 + j;
+        ++my_less;
+      } else if ((eq_bits >> j) & 1u) {
+        if (my_eq < ties_left) list[pos0 + my_less + my_eq] = row0 + j;
+        ++my_eq;
+      }
     }
+    less_before += total >> 16;
+    eq_before += total & 0xffffu;
   }
 }
 
@@ -300,7 +327,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * blockDim.x * kStatsCols + threadIdx.x;
   bool ok[kStatsCols];
   A shift[kStatsCols], s1[kStatsCols], s2[kStatsCols];
-  const T* first = x + list[r0] * d;
+  const T* first = x + list[r0] * d;  // (the first batch reads it again, from L1)
 #pragma unroll
   for (int j = 0; j < kStatsCols; ++j) {
     const int64_t col = col0 + j * static_cast<int64_t>(blockDim.x);
@@ -308,16 +335,24 @@ __global__ void __launch_bounds__(kStatsThreads)
     shift[j] = ok[j] ? static_cast<A>(first[col]) : A(0);
     s1[j] = s2[j] = A(0);
   }
+  int64_t next[kStatsRows];  // the next batch's row indices, loaded while this batch's rows are
+#pragma unroll
+  for (int u = 0; u < kStatsRows; ++u) next[u] = r0 + u < r1 ? list[r0 + u] : -1;
   for (int64_t r = r0; r < r1; r += kStatsRows) {
     const T* row[kStatsRows];
 #pragma unroll
-    for (int u = 0; u < kStatsRows; ++u) row[u] = r + u < r1 ? x + list[r + u] * d : nullptr;
+    for (int u = 0; u < kStatsRows; ++u) row[u] = next[u] >= 0 ? x + next[u] * d : nullptr;
     A v[kStatsRows][kStatsCols];
 #pragma unroll
     for (int u = 0; u < kStatsRows; ++u)
 #pragma unroll
       for (int j = 0; j < kStatsCols; ++j)
         v[u][j] = row[u] && ok[j] ? static_cast<A>(row[u][col0 + j * static_cast<int64_t>(blockDim.x)]) : shift[j];
+#pragma unroll
+    for (int u = 0; u < kStatsRows; ++u) {
+      const int64_t q = r + kStatsRows + u;
+      next[u] = q < r1 ? list[q] : -1;
+    }
 #pragma unroll
     for (int u = 0; u < kStatsRows; ++u) {
       if (!row[u]) continue;  // uniform over the block
@@ -341,26 +376,29 @@ __global__ void __launch_bounds__(kStatsThreads)
 }
 
 // One lane per column, warp w takes ranges w, w + 32, ...; float64 throughout, fixed order
-// (deterministic): mean = sum n_p mean_p / E, then M2 = sum M2_p + n_p (mean_p - mean)^2; blend.
+// (deterministic): mean = sum n_p mean_p / E, M2 = sum M2_p + sum n_p (mean_p - mean)^2 (the
+// second pass rereads mean_p, from L1); blend.
 template <typename T, typename A>
 __global__ void __launch_bounds__(kMergeWarps * 32)
     elite_merge_kernel(const A* __restrict__ part_mean, const A* __restrict__ part_m2, int64_t d, int64_t n_elite,
                        int64_t parts, const T* __restrict__ old_mean, const T* __restrict__ old_std,
                        double smoothing, double min_std, T* __restrict__ new_mean, T* __restrict__ new_std) {
-  __shared__ double s_sum[kMergeWarps][32];
+  __shared__ double s_sum[kMergeWarps][32], s_m2[kMergeWarps][32];
   __shared__ double s_mean[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + lane;
   const bool ok = col < d;
-  double acc = 0.0;
+  double acc = 0.0, m2 = 0.0;
   if (ok) {
-#pragma unroll 4
+#pragma unroll 8
     for (int64_t p = warp; p < parts; p += kMergeWarps) {
       const int64_t count = (p + 1) * n_elite / parts - p * n_elite / parts;
       acc += static_cast<double>(count) * static_cast<double>(part_mean[p * d + col]);
+      m2 += static_cast<double>(part_m2[p * d + col]);
     }
   }
   s_sum[warp][lane] = acc;
+  s_m2[warp][lane] = m2;
   __syncthreads();
   if (warp == 0) {
     double total = 0.0;
@@ -371,19 +409,19 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   const double mean = s_mean[lane];
   acc = 0.0;
   if (ok) {
-#pragma unroll 4
+#pragma unroll 8
     for (int64_t p = warp; p < parts; p += kMergeWarps) {
       const int64_t count = (p + 1) * n_elite / parts - p * n_elite / parts;
       const double dm = static_cast<double>(part_mean[p * d + col]) - mean;
-      acc += static_cast<double>(part_m2[p * d + col]) + static_cast<double>(count) * dm * dm;
+      acc += static_cast<double>(count) * dm * dm;
     }
   }
-  s_sum[warp][lane] = acc;
+  s_sum[warp][lane] = acc;  // warp 0 read the old values before the barrier above
   __syncthreads();
   if (warp == 0 && ok) {
-    double m2 = 0.0;
-    for (int w = 0; w < kMergeWarps; ++w) m2 += s_sum[w][lane];
-    const double var = m2 / static_cast<double>(n_elite);
+    double total = 0.0;
+    for (int w = 0; w < kMergeWarps; ++w) total += s_m2[w][lane] + s_sum[w][lane];
+    const double var = total / static_cast<double>(n_elite);
     double m, s;
     blend<double>(mean, sqrt(var < 0.0 ? 0.0 : var), static_cast<double>(old_mean[col]),
                   static_cast<double>(old_std[col]), smoothing, min_std, &m, &s);
@@ -405,7 +443,8 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
   const int sms = jk::multiprocessor_count(samples.get_device());
   const int key_bits = scores.scalar_type() == at::kDouble ? 64 : 32;
   const int passes = (key_bits + kDigitBits - 1) / kDigitBits;
-  const int64_t chunks = (n + kSelectRows - 1) / kSelectRows;
+  const int64_t blocks = (n + kSelectRows - 1) / kSelectRows;  // select blocks = list tiles
+  const int64_t tiles = (blocks + 1023) / 1024, chunks = (blocks + tiles - 1) / tiles;  // list blocks
   // Statistics grid: column segments x elite rank ranges, about 2 blocks of 256 threads per SM and
   // at least 16 rows per range (each range costs one (d,) partial written and read back).
   const int threads = static_cast<int>(std::clamp<int64_t>(
@@ -434,12 +473,12 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
     for (int p = 0; p < passes; ++p) {
       const int bits = std::min(kDigitBits, shift);
       shift -= bits;
-      select_pass_kernel<scalar_t><<<chunks, kSelectThreads, 0, stream>>>(
+      select_pass_kernel<scalar_t><<<blocks, kSelectThreads, 0, stream>>>(
           sp, n, maximize, p, shift, bits, n_elite, base + off_hist, base + off_state, done);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
     elite_list_kernel<scalar_t><<<chunks, kSelectThreads, 0, stream>>>(
-        sp, n, maximize, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
+        sp, n, maximize, tiles, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, samples.scalar_type(), "cem_stats_cuda", [&] {
