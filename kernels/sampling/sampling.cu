@@ -106,7 +106,7 @@ namespace {
 
 constexpr int kSelectThreads = 256;
 constexpr int kSelectPer = 8;                                // scores per thread
-constexpr int kSelectRows = kSelectThreads * kSelectPer;     // scores per block (a list chunk)
+constexpr int kSelectRows = kSelectThreads * kSelectPer;     // scores per select block (a list tile)
 constexpr int kDigitBits = 11;                               // bits resolved per select pass
 constexpr int kMaxBins = 1 << kDigitBits;                    // = kSelectThreads * 8
 constexpr unsigned long long kPublished = 1ull << 63;        // a chunk's count is there
@@ -451,9 +451,11 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
       ((d + kStatsCols - 1) / kStatsCols + 31) / 32 * 32, 32, kStatsThreads));
   const int64_t segments = (d + threads * kStatsCols - 1) / (threads * kStatsCols);
   const int64_t target_blocks = 2 * static_cast<int64_t>(sms) * (kStatsThreads / threads);
+  // At most 4096 rows per range, so float32 running sums stay accurate.
   const int64_t parts = std::clamp<int64_t>(
-      std::min<int64_t>((target_blocks + segments - 1) / segments, (n_elite + 15) / 16), 1,
-      std::min<int64_t>(n_elite, 65535));
+      std::max<int64_t>(std::min<int64_t>((target_blocks + segments - 1) / segments, (n_elite + 15) / 16),
+                        (n_elite + 4095) / 4096),
+      1, std::min<int64_t>(n_elite, 65535));
   const bool wide = samples.scalar_type() == at::kDouble;
   const int64_t acc_size = wide ? 8 : 4;
   // One scratch buffer in 8-byte words; the first `zeroed` words are the counters (one memset).
