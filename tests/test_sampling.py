@@ -411,3 +411,30 @@ def test_benchmark_cases_construct(device_name):
         case.ours(*case.args)
         if case.reference is not None:
             case.reference(*case.args)
+
+
+@needs_cuda
+@pytest.mark.parametrize("score_dtype", [torch.float32, torch.float64])
+def test_cuda_cem_update_many_list_tiles(score_dtype):
+    # > 1024 * 2048 rows: each elite-list block walks several row tiles; float64 scores take 6 select
+    # passes; integer scores put many ties at the threshold, ranked across tiles and blocks
+    n, d = 2_300_001, 3
+    samples = torch.randn(n, d, device="cuda")
+    for scores in (torch.randn(n, device="cuda"), torch.randint(0, 7, (n,), device="cuda").float()):
+        scores = scores.to(score_dtype)
+        for n_elite, maximize in ((230_000, False), (1_000_003, True), (n, False)):
+            got = fam.cem_update(samples, scores, n_elite, samples[0], samples[1].abs(), 0.0, 0.0, maximize)
+            want = ref.cem_update(samples, scores, n_elite, samples[0], samples[1].abs(), 0.0, 0.0, maximize)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, atol=2e-5, rtol=2e-5)
+
+
+@needs_cuda
+def test_cuda_cem_update_is_deterministic():
+    samples = torch.randn(65536, 300, device="cuda")
+    scores = torch.randint(0, 1000, (65536,), device="cuda").float()
+    mean, std = torch.zeros(300, device="cuda"), torch.ones(300, device="cuda")
+    first = fam.cem_update(samples, scores, 6554, mean, std, 0.1, 0.01)
+    for _ in range(3):
+        again = fam.cem_update(samples, scores, 6554, mean, std, 0.1, 0.01)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))

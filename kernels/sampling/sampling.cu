@@ -6,17 +6,20 @@
 //   a Box-Muller pair (MUFU log2/sqrt/sin/cos), one FMA, a convert and a 16-byte store. The grid stride
 //   is a multiple of d's period, so a thread's columns never change: its mean/std live in registers.
 //   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
-// - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Selection is an
-//   exact radix select of the n_elite-th smallest order key (8 bits per pass), each pass a multi-block
-//   histogram kernel whose last block picks the bin, so nothing waits on the host. Ties at the
-//   threshold go to the lowest indices: a small kernel counts threshold-equal keys per row chunk, and
-//   the stats kernel ranks them by index. The stats kernel is a grid of (32-column tile) x (row chunk)
-//   blocks; each compacts its chunk's elite rows into shared memory in index order, accumulates
-//   Welford mean/M2 per column (float32; float64 for float64 samples), merges warps and then chunks
-//   with Chan's formula in a fixed order (deterministic), and the last block of each tile writes out.
+// - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Every step is
+//   many blocks, nothing waits on the host, 7 launches for 32-bit score keys:
+//   1. memset of the counters;
+//   2. exact radix select of the n_elite-th smallest order key, 11 bits per pass (3 passes for
+//      float/half/bf16 scores, 6 for float64): a multi-block histogram whose last block picks the bin;
+//   3. the elite list: row indices in ascending order (ties at the threshold to the lowest indices),
+//      each 2048-row chunk ranking its rows after the counts of the chunks before it (a look-back over
+//      published counts, chunk numbers taken in block start order);
+//   4. statistics: a grid of (column segment) x (elite rank range) blocks, each summing x - x0 and
+//      (x - x0)^2 over its rows (x0 its first row; float32, float64 for float64 samples), whole rows
+//      read coalesced, 8 rows of loads in flight; out as per-range mean and M2;
+//   5. merge: float64, fixed order (deterministic), blend with the old mean/std.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <numeric>
@@ -101,69 +104,109 @@ namespace {
 
 // ---------------------------------------------------------------- cem_update: selection
 
-constexpr int kRadixBins = 256;  // 8 bits per pass
-constexpr int kRadixThreads = 512;
-constexpr int kStatsWarps = 8;
-constexpr int kStatsCols = 32;   // columns per stats block: one per lane, 128-byte rows for float32
-constexpr int kStatsSub = 1024;  // rows compacted per round (shared memory)
+constexpr int kSelectThreads = 256;
+constexpr int kSelectPer = 8;                                // scores per thread
+constexpr int kSelectRows = kSelectThreads * kSelectPer;     // scores per select block (a list tile)
+constexpr int kDigitBits = 11;                               // bits resolved per select pass
+constexpr int kMaxBins = 1 << kDigitBits;                    // = kSelectThreads * 8
+constexpr unsigned long long kPublished = 1ull << 63;        // a chunk's count is there
+constexpr int kStatsThreads = 256;
+constexpr int kStatsCols = 4;  // columns per thread (strided by the block width: coalesced)
+constexpr int kStatsRows = 8;  // elite rows whose loads are issued before they are used
+constexpr int kMergeWarps = 32;
 
-// state[p] = {prefix, mask, k} before pass p: candidates have (key & mask) == prefix and the k-th
-// smallest candidate is the threshold. state[passes] = {threshold key, ~0, how many equal keys to take}.
+// Exclusive prefix sum over a block of kSelectThreads; *total gets the block's sum.
+template <typename T>
+__device__ __forceinline__ T block_exclusive_scan(T value, T* scratch, T* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  T inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const T up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += up;
+  }
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 31) scratch[warp] = inclusive;
+  __syncthreads();
+  T before = 0, sum = 0;
+#pragma unroll
+  for (int w = 0; w < kSelectThreads / 32; ++w) {
+    const T s = scratch[w];
+    if (w < warp) before += s;
+    sum += s;
+  }
+  *total = sum;
+  return before + inclusive - value;
+}
+
+// One radix-select pass over all n order keys: the candidates (key & mask) == prefix are counted by
+// the `bits`-bit digit at `shift` into a global histogram (shared-memory histogram per block, equal
+// digits of a warp aggregated with __match_any_sync, one global atomic per nonzero bin); the last
+// block to finish finds the digit that holds the k-th smallest candidate and writes the next state.
+// state[3p..3p+2] = {prefix, mask, k} before pass p; after the last pass {threshold key T, ~0, how
+// many T-equal keys the elite takes (the lowest indices)}.
 template <typename S>
-__global__ void __launch_bounds__(kRadixThreads)
-    radix_pass_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int pass, int shift, int64_t n_elite,
-                      unsigned long long* __restrict__ hist_all, unsigned long long* __restrict__ state,
-                      unsigned int* __restrict__ done) {
+__global__ void __launch_bounds__(kSelectThreads)
+    select_pass_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int pass, int shift, int bits,
+                       int64_t n_elite, unsigned long long* __restrict__ hist_all,
+                       unsigned long long* __restrict__ state, unsigned int* __restrict__ done) {
   using K = typename KeyOf<S>::key;
   using R = typename KeyOf<S>::real;
-  // One histogram column per lane (padded to 33 so the per-bin sums are bank-conflict free): lanes of a
-  // warp never hit one address, however clustered the scores are.
-  __shared__ unsigned int hist[kRadixBins * 33];
+  __shared__ unsigned int hist[kMaxBins];
+  __shared__ unsigned long long scan_scratch[kSelectThreads / 32];
   __shared__ bool is_last;
-  for (int i = threadIdx.x; i < kRadixBins * 33; i += blockDim.x) hist[i] = 0;
+  const int bins = 1 << bits;
+  for (int b = threadIdx.x; b < bins; b += kSelectThreads) hist[b] = 0;
   const unsigned long long prefix = pass > 0 ? state[3 * pass] : 0ull;
   const unsigned long long mask = pass > 0 ? state[3 * pass + 1] : 0ull;
-  __syncthreads();
   const int lane = threadIdx.x & 31;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const unsigned long long key = order_key<K>(static_cast<R>(scores[i]), maximize);
-    if ((key & mask) == prefix) atomicAdd(&hist[((key >> shift) & (kRadixBins - 1)) * 33 + lane], 1u);
+  const unsigned lanes_before = (1u << lane) - 1u;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * kSelectRows + threadIdx.x;
+  K keys[kSelectPer];
+#pragma unroll
+  for (int j = 0; j < kSelectPer; ++j) {  // all loads first
+    const int64_t i = base + j * kSelectThreads;
+    keys[j] = i < n ? order_key<K>(static_cast<R>(scores[i]), maximize) : K(0);
+  }
+  __syncthreads();  // hist[] zeroed
+#pragma unroll
+  for (int j = 0; j < kSelectPer; ++j) {
+    const unsigned long long key = keys[j];
+    const bool in = base + j * kSelectThreads < n && (key & mask) == prefix;
+    const unsigned bin = in ? static_cast<unsigned>((key >> shift) & static_cast<unsigned long long>(bins - 1))
+                            : 0xffffffffu;
+    const unsigned peers = __match_any_sync(0xffffffffu, bin);
+    if (in && (peers & lanes_before) == 0) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
   }
   __syncthreads();
-  unsigned long long* hist_g = hist_all + static_cast<int64_t>(pass) * kRadixBins;
-  for (int b = threadIdx.x; b < kRadixBins; b += blockDim.x) {
-    unsigned int sum = 0;
-    for (int l = 0; l < 32; ++l) sum += hist[b * 33 + l];
-    if (sum) atomicAdd(hist_g + b, static_cast<unsigned long long>(sum));
+  unsigned long long* hist_g = hist_all + static_cast<int64_t>(pass) * kMaxBins;
+  for (int b = threadIdx.x; b < bins; b += kSelectThreads) {
+    const unsigned count = hist[b];
+    if (count) atomicAdd(hist_g + b, static_cast<unsigned long long>(count));
   }
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) is_last = atomicAdd(done + pass, 1u) == gridDim.x - 1;
   __syncthreads();
-  if (!is_last || threadIdx.x >= 32) return;
+  if (!is_last) return;
   __threadfence();
-  // The last block's first warp finds the bin holding the k-th candidate: 8 bins per lane.
+  // The last block: thread t owns bins 8t..8t+7; a block scan finds the bin of the k-th candidate.
   const unsigned long long k = pass > 0 ? state[3 * pass + 2] : static_cast<unsigned long long>(n_elite);
-  unsigned long long counts[kRadixBins / 32], sum = 0;
+  unsigned long long counts[kMaxBins / kSelectThreads], sum = 0;
 #pragma unroll
-  for (int j = 0; j < kRadixBins / 32; ++j) {
-    counts[j] = __ldcg(hist_g + lane * (kRadixBins / 32) + j);
+  for (int j = 0; j < kMaxBins / kSelectThreads; ++j) {
+    const int b = threadIdx.x * (kMaxBins / kSelectThreads) + j;
+    counts[j] = b < bins ? __ldcg(hist_g + b) : 0ull;
     sum += counts[j];
   }
-  unsigned long long inclusive = sum;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const unsigned long long up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += up;
-  }
-  unsigned long long before = inclusive - sum;
-  if (before < k && k <= inclusive) {  // exactly one lane
-    for (int j = 0; j < kRadixBins / 32; ++j) {
+  unsigned long long total;
+  unsigned long long before = block_exclusive_scan(sum, scan_scratch, &total);
+  if (before < k && k <= before + sum) {  // exactly one thread
+    for (int j = 0; j < kMaxBins / kSelectThreads; ++j) {
       if (k <= before + counts[j]) {
-        const unsigned long long bin = lane * (kRadixBins / 32) + j;
+        const unsigned long long bin = threadIdx.x * (kMaxBins / kSelectThreads) + j;
         state[3 * (pass + 1)] = prefix | (bin << shift);
-        state[3 * (pass + 1) + 1] = mask | (static_cast<unsigned long long>(kRadixBins - 1) << shift);
+        state[3 * (pass + 1) + 1] = mask | (static_cast<unsigned long long>(bins - 1) << shift);
         state[3 * (pass + 1) + 2] = k - before;
         break;
       }
@@ -172,171 +215,216 @@ __global__ void __launch_bounds__(kRadixThreads)
   }
 }
 
-// How many keys equal the threshold in each row chunk (ties are taken by lowest index).
+// Which of a thread's kSelectPer consecutive rows (from row0) are below / equal to the threshold.
 template <typename S>
-__global__ void __launch_bounds__(256)
-    count_ties_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t chunk,
-                      const unsigned long long* __restrict__ final_state, long long* __restrict__ tie_counts) {
+__device__ __forceinline__ void threshold_bits(const S* __restrict__ scores, int64_t n, bool maximize, int64_t row0,
+                                               typename KeyOf<S>::key threshold, unsigned* less_bits,
+                                               unsigned* eq_bits) {
   using K = typename KeyOf<S>::key;
   using R = typename KeyOf<S>::real;
-  __shared__ long long scratch[32];
+  *less_bits = *eq_bits = 0;
+#pragma unroll
+  for (int j = 0; j < kSelectPer; ++j) {
+    if (row0 + j < n) {
+      const K key = order_key<K>(static_cast<R>(scores[row0 + j]), maximize);
+      *less_bits |= static_cast<unsigned>(key < threshold) << j;
+      *eq_bits |= static_cast<unsigned>(key == threshold) << j;
+    }
+  }
+}
+
+// The elite's row indices, ascending, into list[0, n_elite): rows with key < T, and the first
+// `ties` rows with key == T. A block owns a chunk of `tiles` tiles of kSelectRows rows (chunk numbers
+// are taken in the order blocks start, so a chunk only waits on chunks that are already running): it
+// publishes its (less, equal) counts, sums the counts of the chunks before it (the launcher keeps
+// chunks <= 1024), then writes its rows at their ranks, tile by tile.
+template <typename S>
+__global__ void __launch_bounds__(kSelectThreads)
+    elite_list_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t tiles,
+                      const unsigned long long* __restrict__ final_state, unsigned long long* chunk_counts,
+                      unsigned int* __restrict__ ticket, int64_t* __restrict__ list) {
+  using K = typename KeyOf<S>::key;
+  __shared__ unsigned int s_chunk;
+  __shared__ unsigned int scan_scratch[kSelectThreads / 32];
+  __shared__ unsigned long long sum_scratch[kSelectThreads / 32];
+  __shared__ unsigned long long s_less_before, s_eq_before;
+  if (threadIdx.x == 0) s_chunk = atomicAdd(ticket, 1u);
   const K threshold = static_cast<K>(final_state[0]);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * chunk, row1 = std::min(n, row0 + chunk);
-  long long count = 0;
-  for (int64_t i = row0 + threadIdx.x; i < row1; i += blockDim.x)
-    count += order_key<K>(static_cast<R>(scores[i]), maximize) == threshold;
-  count = jk::block_sum(count, scratch);
-  if (threadIdx.x == 0) tie_counts[blockIdx.x] = count;
+  const unsigned long long ties = final_state[2];
+  __syncthreads();
+  const int64_t chunk = s_chunk;
+  const int64_t first_row = chunk * tiles * kSelectRows + static_cast<int64_t>(threadIdx.x) * kSelectPer;
+  unsigned less0, eq0;  // tile 0's bits stay in registers (the only tile when n <= 1024 * kSelectRows)
+  threshold_bits(scores, n, maximize, first_row, threshold, &less0, &eq0);
+  unsigned long long less = __popc(less0), eq = __popc(eq0);
+  for (int64_t t = 1; t < tiles; ++t) {
+    unsigned lb, eb;
+    threshold_bits(scores, n, maximize, first_row + t * kSelectRows, threshold, &lb, &eb);
+    less += __popc(lb);
+    eq += __popc(eb);
+  }
+  less = jk::block_sum(less, sum_scratch);
+  eq = jk::block_sum(eq, sum_scratch);
+  if (threadIdx.x == 0) {
+    atomicExch(chunk_counts + 2 * chunk, less | kPublished);
+    atomicExch(chunk_counts + 2 * chunk + 1, eq | kPublished);
+  }
+  if (threadIdx.x < 32) {
+    unsigned long long l = 0, e = 0, a, b;
+    for (int64_t q = threadIdx.x; q < chunk; q += 32) {
+      do a = *reinterpret_cast<volatile unsigned long long*>(chunk_counts + 2 * q); while (!(a & kPublished));
+      do b = *reinterpret_cast<volatile unsigned long long*>(chunk_counts + 2 * q + 1); while (!(b & kPublished));
+      l += a & ~kPublished;
+      e += b & ~kPublished;
+    }
+    l = jk::warp_sum(l);
+    e = jk::warp_sum(e);
+    if (threadIdx.x == 0) {
+      s_less_before = l;
+      s_eq_before = e;
+    }
+  }
+  __syncthreads();
+  unsigned long long less_before = s_less_before, eq_before = s_eq_before;  // rows before this tile
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t row0 = first_row + t * kSelectRows;
+    unsigned less_bits = less0, eq_bits = eq0;
+    if (t > 0) threshold_bits(scores, n, maximize, row0, threshold, &less_bits, &eq_bits);
+    // (less, equal) counts packed in 16-bit halves: a tile has kSelectRows < 2^16 rows.
+    unsigned total;
+    const unsigned before = block_exclusive_scan<unsigned>((__popc(less_bits) << 16) | __popc(eq_bits),
+                                                           scan_scratch, &total);
+    const unsigned long long ties_left = ties > eq_before ? ties - eq_before : 0ull;  // from this tile on
+    const unsigned long long pos0 = less_before + (eq_before < ties ? eq_before : ties);
+    unsigned long long my_less = before >> 16, my_eq = before & 0xffffu;
+#pragma unroll
+    for (int j = 0; j < kSelectPer; ++j) {
+      if ((less_bits >> j) & 1u) {
+        list[pos0 + my_less + (my_eq < ties_left ? my_eq : ties_left)] = row0 + j;
+        ++my_less;
+      } else if ((eq_bits >> j) & 1u) {
+        if (my_eq < ties_left) list[pos0 + my_less + my_eq] = row0 + j;
+        ++my_eq;
+      }
+    }
+    less_before += total >> 16;
+    eq_before += total & 0xffffu;
+  }
 }
 
 // ---------------------------------------------------------------- cem_update: statistics
 
-template <typename A>
-__device__ __forceinline__ void chan_merge(long long& n_a, A& mean_a, A& m2_a, long long n_b, A mean_b, A m2_b) {
-  if (n_b == 0) return;
-  const long long n = n_a + n_b;
-  const A delta = mean_b - mean_a;
-  mean_a += delta * (static_cast<A>(n_b) / static_cast<A>(n));
-  m2_a += m2_b + delta * delta * (static_cast<A>(n_a) * static_cast<A>(n_b) / static_cast<A>(n));
-  n_a = n;
+// Block (s, p): columns of segment s (kStatsCols per thread), elite ranks [p E / P, (p + 1) E / P).
+// Sums of x - x0 and (x - x0)^2 in A (float32; float64 for float64 samples), x0 = the range's first
+// row (exact for constant columns, no cancellation when the data sits far from 0); written out as
+// the range's mean and M2.
+template <typename T, typename A>
+__global__ void __launch_bounds__(kStatsThreads)
+    elite_stats_kernel(const T* __restrict__ x, int64_t d, const int64_t* __restrict__ list, int64_t n_elite,
+                       int64_t parts, A* __restrict__ part_mean, A* __restrict__ part_m2) {
+  const int64_t part = blockIdx.y;
+  const int64_t r0 = part * n_elite / parts, r1 = (part + 1) * n_elite / parts;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * blockDim.x * kStatsCols + threadIdx.x;
+  bool ok[kStatsCols];
+  A shift[kStatsCols], s1[kStatsCols], s2[kStatsCols];
+  const T* first = x + list[r0] * d;  // (the first batch reads it again, from L1)
+#pragma unroll
+  for (int j = 0; j < kStatsCols; ++j) {
+    const int64_t col = col0 + j * static_cast<int64_t>(blockDim.x);
+    ok[j] = col < d;
+    shift[j] = ok[j] ? static_cast<A>(first[col]) : A(0);
+    s1[j] = s2[j] = A(0);
+  }
+  int64_t next[kStatsRows];  // the next batch's row indices, loaded while this batch's rows are
+#pragma unroll
+  for (int u = 0; u < kStatsRows; ++u) next[u] = r0 + u < r1 ? list[r0 + u] : -1;
+  for (int64_t r = r0; r < r1; r += kStatsRows) {
+    const T* row[kStatsRows];
+#pragma unroll
+    for (int u = 0; u < kStatsRows; ++u) row[u] = next[u] >= 0 ? x + next[u] * d : nullptr;
+    A v[kStatsRows][kStatsCols];
+#pragma unroll
+    for (int u = 0; u < kStatsRows; ++u)
+#pragma unroll
+      for (int j = 0; j < kStatsCols; ++j)
+        v[u][j] = row[u] && ok[j] ? static_cast<A>(row[u][col0 + j * static_cast<int64_t>(blockDim.x)]) : shift[j];
+#pragma unroll
+    for (int u = 0; u < kStatsRows; ++u) {
+      const int64_t q = r + kStatsRows + u;
+      next[u] = q < r1 ? list[q] : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kStatsRows; ++u) {
+      if (!row[u]) continue;  // uniform over the block
+#pragma unroll
+      for (int j = 0; j < kStatsCols; ++j) {
+        const A dv = v[u][j] - shift[j];
+        s1[j] += dv;
+        s2[j] += dv * dv;
+      }
+    }
+  }
+  const A count = static_cast<A>(r1 - r0);
+#pragma unroll
+  for (int j = 0; j < kStatsCols; ++j) {
+    if (!ok[j]) continue;
+    const int64_t at = part * d + col0 + j * static_cast<int64_t>(blockDim.x);
+    const A m2 = s2[j] - s1[j] * s1[j] / count;
+    part_mean[at] = shift[j] + s1[j] / count;
+    part_m2[at] = m2 < A(0) ? A(0) : m2;
+  }
 }
 
-template <typename T, typename S, typename A>
-__global__ void __launch_bounds__(kStatsWarps * 32)
-    elite_stats_kernel(const T* __restrict__ x, const S* __restrict__ scores, int64_t n, int64_t d, bool maximize,
-                       int64_t chunk, const unsigned long long* __restrict__ final_state,
-                       const long long* __restrict__ tie_counts, A* __restrict__ part_mean, A* __restrict__ part_m2,
-                       long long* __restrict__ part_count, unsigned int* __restrict__ tile_done,
-                       const T* __restrict__ old_mean, const T* __restrict__ old_std, A smoothing, A min_std,
-                       T* __restrict__ new_mean, T* __restrict__ new_std) {
-  using K = typename KeyOf<S>::key;
-  using R = typename KeyOf<S>::real;
-  __shared__ int64_t rows[kStatsSub];
-  __shared__ long long s_ties_before;
-  __shared__ int s_eq[kStatsWarps], s_take[kStatsWarps];
-  __shared__ A s_mean[kStatsWarps][32], s_m2[kStatsWarps][32];
-  __shared__ long long s_count[kStatsWarps];
-  __shared__ bool is_last;
+// One lane per column, warp w takes ranges w, w + 32, ...; float64 throughout, fixed order
+// (deterministic): mean = sum n_p mean_p / E, M2 = sum M2_p + sum n_p (mean_p - mean)^2 (the
+// second pass rereads mean_p, from L1); blend.
+template <typename T, typename A>
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    elite_merge_kernel(const A* __restrict__ part_mean, const A* __restrict__ part_m2, int64_t d, int64_t n_elite,
+                       int64_t parts, const T* __restrict__ old_mean, const T* __restrict__ old_std,
+                       double smoothing, double min_std, T* __restrict__ new_mean, T* __restrict__ new_std) {
+  __shared__ double s_sum[kMergeWarps][32], s_m2[kMergeWarps][32];
+  __shared__ double s_mean[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const unsigned lanes_before = (1u << lane) - 1u;
-  const int64_t tile = blockIdx.x, r = blockIdx.y;
-  const int64_t col = tile * kStatsCols + lane;
-  const bool col_ok = col < d;
-  const K threshold = static_cast<K>(final_state[0]);
-  const long long ties_wanted = static_cast<long long>(final_state[2]);
-  const int64_t row0 = r * chunk, row1 = std::min(n, row0 + chunk);
-  if (warp == 0) {
-    long long s = 0;
-    for (int64_t q = lane; q < r; q += 32) s += tie_counts[q];
-    s = jk::warp_sum(s);
-    if (lane == 0) s_ties_before = s;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + lane;
+  const bool ok = col < d;
+  double acc = 0.0, m2 = 0.0;
+  if (ok) {
+#pragma unroll 8
+    for (int64_t p = warp; p < parts; p += kMergeWarps) {
+      const int64_t count = (p + 1) * n_elite / parts - p * n_elite / parts;
+      acc += static_cast<double>(count) * static_cast<double>(part_mean[p * d + col]);
+      m2 += static_cast<double>(part_m2[p * d + col]);
+    }
   }
-  __syncthreads();
-  long long ties_before = s_ties_before;  // threshold-equal keys at lower indices than this round
-  long long count = 0;                    // rows this warp has accumulated (warp-uniform)
-  A mean = A(0), m2 = A(0);
-  for (int64_t sub0 = row0; sub0 < row1; sub0 += kStatsSub) {
-    const int64_t sub1 = std::min(row1, sub0 + kStatsSub);
-    int taken = 0;  // block-uniform
-    // Compact this round's elite rows into rows[], ascending.
-    for (int64_t base = sub0; base < sub1; base += blockDim.x) {
-      const int64_t i = base + threadIdx.x;
-      bool less = false, eq = false;
-      if (i < sub1) {
-        const K key = order_key<K>(static_cast<R>(scores[i]), maximize);
-        less = key < threshold;
-        eq = key == threshold;
-      }
-      const unsigned eq_bits = __ballot_sync(0xffffffffu, eq);
-      if (lane == 0) s_eq[warp] = __popc(eq_bits);
-      __syncthreads();
-      long long eq_rank = ties_before + __popc(eq_bits & lanes_before);
-      int eq_round = 0;
-      for (int w = 0; w < kStatsWarps; ++w) {
-        if (w < warp) eq_rank += s_eq[w];
-        eq_round += s_eq[w];
-      }
-      const bool take = less || (eq && eq_rank < ties_wanted);
-      const unsigned take_bits = __ballot_sync(0xffffffffu, take);
-      if (lane == 0) s_take[warp] = __popc(take_bits);
-      __syncthreads();
-      int pos = taken + __popc(take_bits & lanes_before), take_round = 0;
-      for (int w = 0; w < kStatsWarps; ++w) {
-        if (w < warp) pos += s_take[w];
-        take_round += s_take[w];
-      }
-      if (take) rows[pos] = i;
-      taken += take_round;
-      ties_before += eq_round;
-      __syncthreads();  // s_eq / s_take are rewritten next time; rows[] is complete after the loop
-    }
-    // Warp w accumulates rows w, w + 8, ...; four rows' loads are issued before their updates.
-    int e = warp;
-    for (; e + 3 * kStatsWarps < taken; e += 4 * kStatsWarps) {
-      A v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = col_ok ? static_cast<A>(x[rows[e + u * kStatsWarps] * d + col]) : A(0);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        ++count;
-        const A delta = v[u] - mean;
-        mean += delta / static_cast<A>(count);
-        m2 += delta * (v[u] - mean);
-      }
-    }
-    for (; e < taken; e += kStatsWarps) {
-      const A v = col_ok ? static_cast<A>(x[rows[e] * d + col]) : A(0);
-      ++count;
-      const A delta = v - mean;
-      mean += delta / static_cast<A>(count);
-      m2 += delta * (v - mean);
-    }
-    __syncthreads();  // rows[] is rewritten by the next round
-  }
-  // Merge the warps (in order), publish this chunk's partial.
-  s_mean[warp][lane] = mean;
+  s_sum[warp][lane] = acc;
   s_m2[warp][lane] = m2;
-  if (lane == 0) s_count[warp] = count;
   __syncthreads();
   if (warp == 0) {
-    long long bn = 0;
-    A bm = A(0), bm2 = A(0);
-    for (int w = 0; w < kStatsWarps; ++w) chan_merge(bn, bm, bm2, s_count[w], s_mean[w][lane], s_m2[w][lane]);
-    if (col_ok) {
-      part_mean[r * d + col] = bm;
-      part_m2[r * d + col] = bm2;
-    }
-    if (lane == 0) part_count[r * gridDim.x + tile] = bn;
+    double total = 0.0;
+    for (int w = 0; w < kMergeWarps; ++w) total += s_sum[w][lane];
+    s_mean[lane] = total / static_cast<double>(n_elite);
   }
-  __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) is_last = atomicAdd(tile_done + tile, 1u) == gridDim.y - 1;
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  // The tile's last block merges the chunks: warp w takes chunks w, w + 8, ..., then the warps in order.
-  long long gn = 0;
-  A gm = A(0), gm2 = A(0);
-  for (int64_t q = warp; q < gridDim.y; q += kStatsWarps) {
-    const long long nb = __ldcg(part_count + q * gridDim.x + tile);
-    if (col_ok) {
-      chan_merge(gn, gm, gm2, nb, __ldcg(part_mean + q * d + col), __ldcg(part_m2 + q * d + col));
+  const double mean = s_mean[lane];
+  acc = 0.0;
+  if (ok) {
+#pragma unroll 8
+    for (int64_t p = warp; p < parts; p += kMergeWarps) {
+      const int64_t count = (p + 1) * n_elite / parts - p * n_elite / parts;
+      const double dm = static_cast<double>(part_mean[p * d + col]) - mean;
+      acc += static_cast<double>(count) * dm * dm;
     }
   }
-  s_mean[warp][lane] = gm;
-  s_m2[warp][lane] = gm2;
-  s_count[warp] = 0;
+  s_sum[warp][lane] = acc;  // warp 0 read the old values before the barrier above
   __syncthreads();
-  if (lane == 0) s_count[warp] = gn;  // same on every lane with col_ok; lane 0 always has col_ok
-  __syncthreads();
-  if (warp == 0 && col_ok) {
-    long long tn = 0;
-    A tm = A(0), tm2 = A(0);
-    for (int w = 0; w < kStatsWarps; ++w) chan_merge(tn, tm, tm2, s_count[w], s_mean[w][lane], s_m2[w][lane]);
-    const A var = tn > 0 ? tm2 / static_cast<A>(tn) : A(NAN);
-    A m, s;
-    blend<A>(tm, sqrt(var > A(0) ? var : A(0)), static_cast<A>(old_mean[col]), static_cast<A>(old_std[col]),
-             smoothing, min_std, &m, &s);
+  if (warp == 0 && ok) {
+    double total = 0.0;
+    for (int w = 0; w < kMergeWarps; ++w) total += s_m2[w][lane] + s_sum[w][lane];
+    const double var = total / static_cast<double>(n_elite);
+    double m, s;
+    blend<double>(mean, sqrt(var < 0.0 ? 0.0 : var), static_cast<double>(old_mean[col]),
+                  static_cast<double>(old_std[col]), smoothing, min_std, &m, &s);
     new_mean[col] = static_cast<T>(m);
     new_std[col] = static_cast<T>(s);
   }
@@ -344,6 +432,8 @@ __global__ void __launch_bounds__(kStatsWarps * 32)
 
 }  // namespace
 
+// Launches (no host sync): one memset of the counters, ceil(key bits / 11) select passes (3 for
+// 32-bit keys), the elite list, the statistics, the merge.
 void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, const at::Tensor& samples,
                      const at::Tensor& scores, int64_t n_elite, const at::Tensor& mean, const at::Tensor& std,
                      double smoothing, double min_std, bool maximize) {
@@ -352,47 +442,58 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
   const at::Tensor &x = samples, &sc = scores, &m_old = mean, &s_old = std;  // contiguous (sampling.cpp)
   const int sms = jk::multiprocessor_count(samples.get_device());
   const int key_bits = scores.scalar_type() == at::kDouble ? 64 : 32;
-  const int passes = key_bits / 8;
-  // Stats grid: 32-column tiles x row chunks, about four blocks per SM.
-  const int64_t tiles = (d + kStatsCols - 1) / kStatsCols;
-  int64_t chunks = std::clamp<int64_t>((4 * sms + tiles - 1) / tiles, 1, std::min<int64_t>((n + 255) / 256, 65535));
-  const int64_t chunk = (n + chunks - 1) / chunks;
-  chunks = (n + chunk - 1) / chunk;
-  // One zeroed scratch buffer (one memset): histograms, select states, counters, partial counts.
-  const int64_t off_hist = 0, off_state = off_hist + passes * kRadixBins, off_done = off_state + 3 * (passes + 1);
-  const int64_t off_ties = off_done + passes, off_pcount = off_ties + chunks, off_tile_done = off_pcount + chunks * tiles;
-  const at::Tensor scratch = at::zeros({off_tile_done + tiles}, samples.options().dtype(at::kLong));
+  const int passes = (key_bits + kDigitBits - 1) / kDigitBits;
+  const int64_t blocks = (n + kSelectRows - 1) / kSelectRows;  // select blocks = list tiles
+  const int64_t tiles = (blocks + 1023) / 1024, chunks = (blocks + tiles - 1) / tiles;  // list blocks
+  // Statistics grid: column segments x elite rank ranges, about 2 blocks of 256 threads per SM and
+  // at least 16 rows per range (each range costs one (d,) partial written and read back).
+  const int threads = static_cast<int>(std::clamp<int64_t>(
+      ((d + kStatsCols - 1) / kStatsCols + 31) / 32 * 32, 32, kStatsThreads));
+  const int64_t segments = (d + threads * kStatsCols - 1) / (threads * kStatsCols);
+  const int64_t target_blocks = 2 * static_cast<int64_t>(sms) * (kStatsThreads / threads);
+  // At most 4096 rows per range, so float32 running sums stay accurate.
+  const int64_t parts = std::clamp<int64_t>(
+      std::max<int64_t>(std::min<int64_t>((target_blocks + segments - 1) / segments, (n_elite + 15) / 16),
+                        (n_elite + 4095) / 4096),
+      1, std::min<int64_t>(n_elite, 65535));
+  const bool wide = samples.scalar_type() == at::kDouble;
+  const int64_t acc_size = wide ? 8 : 4;
+  // One scratch buffer in 8-byte words; the first `zeroed` words are the counters (one memset).
+  const int64_t off_hist = 0, off_state = off_hist + passes * kMaxBins, off_done = off_state + 3 * (passes + 1);
+  const int64_t off_counts = off_done + passes + 1, zeroed = off_counts + 2 * chunks;
+  const int64_t off_list = zeroed, off_part = off_list + n_elite;
+  const int64_t part_words = (parts * d * acc_size + 7) / 8;
+  const at::Tensor scratch = at::empty({off_part + 2 * part_words}, samples.options().dtype(at::kLong));
   auto* base = reinterpret_cast<unsigned long long*>(scratch.mutable_data_ptr<int64_t>());
   auto stream = c10::cuda::getCurrentCUDAStream();
-  const int64_t radix_blocks =
-      std::max<int64_t>(1, std::min<int64_t>((n + kRadixThreads * 4 - 1) / (kRadixThreads * 4), 2 * sms));
-  const at::ScalarType acc_type = samples.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  const at::Tensor part_mean = at::empty({chunks, d}, samples.options().dtype(acc_type));
-  const at::Tensor part_m2 = at::empty({chunks, d}, samples.options().dtype(acc_type));
+  C10_CUDA_CHECK(cudaMemsetAsync(base, 0, zeroed * sizeof(unsigned long long), stream));
+  auto* done = reinterpret_cast<unsigned int*>(base + off_done);  // passes counters, then the list ticket
+  auto* list = reinterpret_cast<int64_t*>(base + off_list);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, scores.scalar_type(), "cem_select_cuda", [&] {
-    using S = scalar_t;
-    const S* sp = sc.const_data_ptr<S>();
+    const scalar_t* sp = sc.const_data_ptr<scalar_t>();
+    int shift = key_bits;
     for (int p = 0; p < passes; ++p) {
-      radix_pass_kernel<S><<<radix_blocks, kRadixThreads, 0, stream>>>(
-          sp, n, maximize, p, key_bits - 8 * (p + 1), n_elite, base + off_hist, base + off_state,
-          reinterpret_cast<unsigned int*>(base + off_done));
+      const int bits = std::min(kDigitBits, shift);
+      shift -= bits;
+      select_pass_kernel<scalar_t><<<blocks, kSelectThreads, 0, stream>>>(
+          sp, n, maximize, p, shift, bits, n_elite, base + off_hist, base + off_state, done);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    const unsigned long long* final_state = base + off_state + 3 * passes;
-    count_ties_kernel<S><<<chunks, 256, 0, stream>>>(sp, n, maximize, chunk, final_state,
-                                                     reinterpret_cast<long long*>(base + off_ties));
+    elite_list_kernel<scalar_t><<<chunks, kSelectThreads, 0, stream>>>(
+        sp, n, maximize, tiles, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, samples.scalar_type(), "cem_stats_cuda", [&] {
-      using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-      elite_stats_kernel<scalar_t, S, A><<<dim3(tiles, chunks), kStatsWarps * 32, 0, stream>>>(
-          x.const_data_ptr<scalar_t>(), sp, n, d, maximize, chunk, final_state,
-          reinterpret_cast<const long long*>(base + off_ties), part_mean.mutable_data_ptr<A>(),
-          part_m2.mutable_data_ptr<A>(), reinterpret_cast<long long*>(base + off_pcount),
-          reinterpret_cast<unsigned int*>(base + off_tile_done), m_old.const_data_ptr<scalar_t>(),
-          s_old.const_data_ptr<scalar_t>(), static_cast<A>(smoothing), static_cast<A>(min_std),
-          new_mean.mutable_data_ptr<scalar_t>(), new_std.mutable_data_ptr<scalar_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
+  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, samples.scalar_type(), "cem_stats_cuda", [&] {
+    using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    A* part_mean = reinterpret_cast<A*>(base + off_part);
+    A* part_m2 = reinterpret_cast<A*>(base + off_part + part_words);
+    elite_stats_kernel<scalar_t, A><<<dim3(segments, parts), threads, 0, stream>>>(
+        x.const_data_ptr<scalar_t>(), d, list, n_elite, parts, part_mean, part_m2);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    elite_merge_kernel<scalar_t, A><<<(d + 31) / 32, kMergeWarps * 32, 0, stream>>>(
+        part_mean, part_m2, d, n_elite, parts, m_old.const_data_ptr<scalar_t>(), s_old.const_data_ptr<scalar_t>(),
+        smoothing, min_std, new_mean.mutable_data_ptr<scalar_t>(), new_std.mutable_data_ptr<scalar_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 
