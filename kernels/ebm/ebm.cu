@@ -687,6 +687,25 @@ struct Packed {
   static constexpr int kSize = offset(D);
 };
 
+// Calls f(i, j, Pᵢⱼ) for every j >= i of the packed upper triangle q of a D × D matrix (shared
+// memory, warp-uniform vector loads; the loops unroll, so i and j are constants in f).
+template <int D, typename A, typename F>
+__device__ __forceinline__ void for_upper(const A* q, F&& f) {
+  constexpr int N = Lds<A>::N;
+  using P = Packed<D, N>;
+#pragma unroll
+  for (int i = 0; i < D; ++i) {
+#pragma unroll
+    for (int j0 = P::first(i); j0 < D; j0 += N) {
+      A pv[N];
+      Lds<A>::vec(q + P::offset(i) + j0 - P::first(i), pv);
+#pragma unroll
+      for (int n = 0; n < N; ++n)
+        if (j0 + n >= i) f(i, j0 + n, pv[n]);
+    }
+  }
+}
+
 // Rows of exactly D = G·V elements (G = 2, 4, 8; 16-byte vectors): loaded like local_tile_kernel
 // (U = G·K coalesced 16-byte loads per lane before any math), then each block of G rows is
 // transposed inside the lane group (shuffles), so that lane l holds whole rows: K rows per
@@ -706,8 +725,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
   using Vec = jk::Vec<T, V>;
   static_assert(sizeof(Vec) == sizeof(uint4), "16-byte chunks");
   constexpr int D = G * V, U = G * K, kRpw = 32 / G, kRows = 32 * K;
-  constexpr int N = Lds<A>::N;
-  using P = Packed<D, N>;
+  using P = Packed<D, Lds<A>::N>;
   __shared__ __align__(16) A q[P::kSize];
   __shared__ A mu[D];
   for (int t = threadIdx.x; t < D * D; t += blockDim.x) {
@@ -745,33 +763,23 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
       }
     }
     if constexpr (!kScore) {
-      A e[K];
-#pragma unroll
-      for (int k = 0; k < K; ++k) e[k] = A(0);
-#pragma unroll
-      for (int i = 0; i < D; ++i) {
-        A t[K];
-#pragma unroll
-        for (int k = 0; k < K; ++k) t[k] = A(0);
-#pragma unroll
-        for (int j0 = P::first(i); j0 < D; j0 += N) {
-          A pv[N];
-          Lds<A>::vec(q + P::offset(i) + j0 - P::first(i), pv);
-#pragma unroll
-          for (int n = 0; n < N; ++n) {
-            if (j0 + n >= i) {
-#pragma unroll
-              for (int k = 0; k < K; ++k) t[k] += pv[n] * d[k][j0 + n < D ? j0 + n : 0];
-            }
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < K; ++k) e[k] += d[k][i] * t[k];
-      }
+      A t[K][D];  // tᵢ = ½Pᵢᵢdᵢ + Σⱼ>ᵢ Pᵢⱼdⱼ (the diagonal is stored halved here)
 #pragma unroll
       for (int k = 0; k < K; ++k) {
+#pragma unroll
+        for (int i = 0; i < D; ++i) t[k][i] = A(0);
+      }
+      for_upper<D>(q, [&](int i, int j, A p) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) t[k][i] += p * d[k][j];
+      });
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        A e = A(0);
+#pragma unroll
+        for (int i = 0; i < D; ++i) e += d[k][i] * t[k][i];
         const int64_t row = base + (k * G + l) * kRpw + g;
-        if (row < B) out[row] = static_cast<T>(e[k]);
+        if (row < B) out[row] = static_cast<T>(e);
       }
     } else {
       A y[K][D];
@@ -780,28 +788,13 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
 #pragma unroll
         for (int i = 0; i < D; ++i) y[k][i] = A(0);
       }
+      for_upper<D>(q, [&](int i, int j, A p) {
 #pragma unroll
-      for (int i = 0; i < D; ++i) {
-#pragma unroll
-        for (int j0 = P::first(i); j0 < D; j0 += N) {
-          A pv[N];
-          Lds<A>::vec(q + P::offset(i) + j0 - P::first(i), pv);
-#pragma unroll
-          for (int n = 0; n < N; ++n) {
-            const int j = j0 + n < D ? j0 + n : 0;
-            if (j0 + n == i) {
-#pragma unroll
-              for (int k = 0; k < K; ++k) y[k][i] += pv[n] * d[k][i];
-            } else if (j0 + n > i) {
-#pragma unroll
-              for (int k = 0; k < K; ++k) {
-                y[k][i] += pv[n] * d[k][j];
-                y[k][j] += pv[n] * d[k][i];
-              }
-            }
-          }
+        for (int k = 0; k < K; ++k) {
+          y[k][i] += p * d[k][j];
+          if (j != i) y[k][j] += p * d[k][i];
         }
-      }
+      });
 #pragma unroll
       for (int k = 0; k < K; ++k) {
 #pragma unroll
