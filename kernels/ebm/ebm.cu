@@ -45,6 +45,18 @@ inline int64_t grid_size(int64_t work, int64_t per_block, int device, int per_sm
   return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(jk::multiprocessor_count(device)) * per_sm));
 }
 
+// Blocks of `threads` threads for `want` blocks of work in a grid-stride kernel: at most one
+// wave of what fits on the GPU at once (from the kernel's registers and shared memory), so no
+// block waits for a second wave while the first idles on its last rows (grid-stride loops
+// give every block the same share; a partial second wave doubles the time of its blocks).
+template <typename Kernel>
+int64_t resident_grid(Kernel kernel, int threads, int64_t want, int device) {
+  int per_sm = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  const int64_t wave = int64_t(std::max(per_sm, 1)) * jk::multiprocessor_count(device);
+  return std::max<int64_t>(1, std::min<int64_t>(want, wave));
+}
+
 // ---------------------------------------------------------------- local models: G lanes per row
 
 template <typename A>
@@ -162,10 +174,174 @@ void launch_local_rows(const at::Tensor& x, const at::Tensor& out, const M& m) {
   while (G < units && G < 32) G *= 2;
   constexpr int kThreads = 256;
   const int64_t rows_per_block = (kThreads / 32) * (32 / G);
-  const int64_t blocks = grid_size(B, rows_per_block, x.get_device(), 8);
-  local_rows_kernel<T, V, kScore><<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-      x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B, int(D), G, m);
+  const auto kernel = local_rows_kernel<T, V, kScore, M>;
+  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
+  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
+                                                                     int(D), G, m);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------- local models, rows of G·V elements: tiles
+
+// Reduce-scatter inside a group of G lanes (l = lane in the group): a[u], u < U = G·K, are this
+// lane's partial sums of U rows; afterwards a[k], k < K, is the group's total of row l·K + k.
+// U − K shuffles (a butterfly all-reduce of every row would take U·log2(G)).
+template <int G, int U, typename A>
+__device__ __forceinline__ void group_reduce_scatter(A (&a)[U], int l) {
+#pragma unroll
+  for (int o = G / 2, S = U; o > 0; o >>= 1, S >>= 1) {  // S: entries still live
+    const bool hi = l & o;                                 // keep the upper half of a[0, S)
+#pragma unroll
+    for (int i = 0; i < S / 2; ++i) {
+      const A keep = hi ? a[S / 2 + i] : a[i];
+      const A send = hi ? a[i] : a[S / 2 + i];
+      a[i] = keep + __shfl_xor_sync(kFullMask, send, o);
+    }
+  }
+}
+
+// The inverse layout: a[k], k < K, is this lane's value of row l·K + k; afterwards every lane of
+// the group holds a[u] = the value of row u, u < U = G·K.
+template <int G, int U, typename A>
+__device__ __forceinline__ void group_all_gather(A (&a)[U], int l) {
+#pragma unroll
+  for (int o = 1, S = U / G; o < G; o <<= 1, S <<= 1) {  // S: entries live before this step
+    const bool hi = l & o;
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      const A mine = a[i];
+      const A other = __shfl_xor_sync(kFullMask, mine, o);
+      a[S + i] = hi ? mine : other;
+      a[i] = hi ? other : mine;
+    }
+  }
+}
+
+// Rows of exactly D = G·V elements (G = 2, 4, 8 lanes per row, one 16-byte vector each). A warp
+// takes 32·K rows per iteration: U = G·K loads per lane, all issued before any math (U·16 bytes
+// in flight per lane), load u = rows base + u·(32/G) + lane/G, i.e. 32 consecutive vectors per
+// warp (coalesced). Row sums reduce-scatter over the group, so lane l finishes rows l·K + k:
+// one finish() per row instead of one per lane, and all 32 lanes store (rows (l·K + k)·(32/G) + g:
+// for K = 1 a permutation of 32 consecutive rows, one coalesced store). Ackley's row
+// constants are prepared by that lane and all-gathered back. Neighbours (Rosenbrock) come from
+// the next/previous lane; the group's end lanes have none (the row ends there). Rows past B
+// run on zeros (the shuffles need every lane) and are never stored.
+template <typename T, int V, int G, int K, bool kScore, typename M>
+__global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t B, M m) {
+  using A = at::opmath_type<T>;
+  using Vec = jk::Vec<T, V>;
+  constexpr int D = G * V, U = G * K, kRpw = 32 / G, kRows = 32 * K;
+  const int lane = threadIdx.x & 31, l = lane & (G - 1), g = lane / G;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t base = warp * kRows; base < B; base += n_warps * kRows) {
+    Vec v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = base + u * kRpw + g;
+      if (row < B) {
+        v[u] = *reinterpret_cast<const Vec*>(x + row * D + l * V);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[u].val[j] = T(0);
+      }
+    }
+    if constexpr (!kScore) {
+      A e[U], s0[U], s1[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        e[u] = s0[u] = s1[u] = A(0);
+        A next = A(0);
+        if constexpr (M::kNeighbours) next = __shfl_down_sync(kFullMask, static_cast<A>(v[u].val[0]), 1, G);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A xi = static_cast<A>(v[u].val[j]);
+          if constexpr (M::kStats) m.stats(xi, s0[u], s1[u]);
+          if constexpr (M::kTerms) {
+            const A xn = j + 1 < V ? static_cast<A>(v[u].val[j + 1 < V ? j + 1 : j]) : next;
+            e[u] += m.term(xi, xn, j + 1 < V || l + 1 < G);
+          }
+        }
+      }
+      if constexpr (M::kTerms) group_reduce_scatter<G>(e, l);
+      if constexpr (M::kStats) {
+        group_reduce_scatter<G>(s0, l);
+        group_reduce_scatter<G>(s1, l);
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t row = base + (l * K + k) * kRpw + g;
+        if (row < B) out[row] = static_cast<T>(m.finish(e[k], s0[k], s1[k], D));
+      }
+    } else {
+      A c0[U], c1[U];  // the rows' RowConst
+      if constexpr (M::kStats) {
+        A s0[U], s1[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          s0[u] = s1[u] = A(0);
+#pragma unroll
+          for (int j = 0; j < V; ++j) m.stats(static_cast<A>(v[u].val[j]), s0[u], s1[u]);
+        }
+        group_reduce_scatter<G>(s0, l);
+        group_reduce_scatter<G>(s1, l);
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          const RowConst<A> rc = m.prepare(s0[k], s1[k], D);
+          c0[k] = rc.c0;
+          c1[k] = rc.c1;
+        }
+        group_all_gather<G>(c0, l);
+        group_all_gather<G>(c1, l);
+      } else {
+        const RowConst<A> rc = m.prepare(A(0), A(0), D);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          c0[u] = rc.c0;
+          c1[u] = rc.c1;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        A prev = A(0), next = A(0);
+        if constexpr (M::kNeighbours) {
+          prev = __shfl_up_sync(kFullMask, static_cast<A>(v[u].val[V - 1]), 1, G);
+          next = __shfl_down_sync(kFullMask, static_cast<A>(v[u].val[0]), 1, G);
+        }
+        const RowConst<A> rc{c0[u], c1[u]};
+        Vec o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A xp = j > 0 ? static_cast<A>(v[u].val[j > 0 ? j - 1 : 0]) : prev;
+          const A xn = j + 1 < V ? static_cast<A>(v[u].val[j + 1 < V ? j + 1 : j]) : next;
+          o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v[u].val[j]), xn, j > 0 || l > 0, j + 1 < V || l + 1 < G, rc));
+        }
+        const int64_t row = base + u * kRpw + g;
+        if (row < B) *reinterpret_cast<Vec*>(out + row * D + l * V) = o;
+      }
+    }
+  }
+}
+
+template <typename T, int V, int G, bool kScore, typename M>
+void launch_local_tile(const at::Tensor& x, const at::Tensor& out, const M& m) {
+  constexpr int K = G >= 4 ? 1 : 4 / G, kThreads = 256;
+  const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
+  const auto kernel = local_tile_kernel<T, V, G, K, kScore, M>;
+  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
+  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(),
+                                                                     B, m);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Calls f(std::integral_constant<int, G>) when a row of D elements is G ∈ {2, 4, 8} vectors of
+// V elements; returns false (and calls nothing) otherwise.
+template <typename F>
+bool with_row_vectors(int64_t D, int V, F&& f) {
+  if (D == 2 * V) return f(std::integral_constant<int, 2>{}), true;
+  if (D == 4 * V) return f(std::integral_constant<int, 4>{}), true;
+  if (D == 8 * V) return f(std::integral_constant<int, 8>{}), true;
+  return false;
 }
 
 void local_rows_cuda(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score) {
@@ -175,6 +351,12 @@ void local_rows_cuda(const at::Tensor& x, const at::Tensor& out, const ModelSpec
     constexpr int kV = 16 / sizeof(T);
     const bool vec = x.size(1) % kV == 0 && aligned16(x.const_data_ptr()) && (!score || aligned16(out.data_ptr()));
     with_local_model<at::opmath_type<T>>(spec.kind, spec.p, [&](auto m) {
+      using M = decltype(m);
+      const auto tile = [&](auto groups) {
+        constexpr int G = decltype(groups)::value;
+        score ? launch_local_tile<T, kV, G, true, M>(x, out, m) : launch_local_tile<T, kV, G, false, M>(x, out, m);
+      };
+      if (vec && with_row_vectors(x.size(1), kV, tile)) return;
       if (vec) {
         score ? launch_local_rows<T, kV, true>(x, out, m) : launch_local_rows<T, kV, false>(x, out, m);
       } else {
@@ -467,6 +649,183 @@ __global__ void __launch_bounds__(256) gaussian_rows_kernel(const T* __restrict_
   }
 }
 
+// ---------------------------------------------------------------- Gaussian energy / score, rows of G·V elements
+
+// Transposes 16-byte chunks inside a group of G lanes (l = lane in the group): before, c[u] is
+// chunk l of row u; after, c[u] is chunk u of row l (and back: it is an involution). One
+// butterfly stage per bit o of the lane index; each moves the G/2 chunks whose index differs
+// from the lane in bit o to lane l ^ o: log2(G)·G/2·4 shuffles of 32-bit words per lane.
+template <int G>
+__device__ __forceinline__ void group_transpose(uint4 (&c)[G], int l) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) {
+    const bool hi = l & o;
+#pragma unroll
+    for (int j = 0; j < G / 2; ++j) {
+      const int lo_i = ((j & ~(o - 1)) << 1) | (j & (o - 1));  // j with a 0 inserted at bit o
+      const int hi_i = lo_i | o;
+      const uint4 s = hi ? c[lo_i] : c[hi_i];
+      uint4 r;
+      r.x = __shfl_xor_sync(kFullMask, s.x, o);
+      r.y = __shfl_xor_sync(kFullMask, s.y, o);
+      r.z = __shfl_xor_sync(kFullMask, s.z, o);
+      r.w = __shfl_xor_sync(kFullMask, s.w, o);
+      c[lo_i] = hi ? r : c[lo_i];
+      c[hi_i] = hi ? c[hi_i] : r;
+    }
+  }
+}
+
+// Upper triangle of a D × D matrix packed by rows for vector loads of N: row i keeps the
+// columns from floor(i / N)·N on (the ones left of i are zero), so every row starts aligned.
+template <int D, int N>
+struct Packed {
+  __host__ __device__ static constexpr int first(int i) { return (i / N) * N; }
+  __host__ __device__ static constexpr int offset(int i) {  // Σ over rows i' < i of D − first(i')
+    return i * D - N * (N * (i / N) * (i / N - 1) / 2 + (i / N) * (i % N));
+  }
+  static constexpr int kSize = offset(D);
+};
+
+// Calls f(i, j, Pᵢⱼ) for every j >= i of the packed upper triangle q of a D × D matrix (shared
+// memory, warp-uniform vector loads; the loops unroll, so i and j are constants in f).
+template <int D, typename A, typename F>
+__device__ __forceinline__ void for_upper(const A* q, F&& f) {
+  constexpr int N = Lds<A>::N;
+  using P = Packed<D, N>;
+#pragma unroll
+  for (int i = 0; i < D; ++i) {
+#pragma unroll
+    for (int j0 = P::first(i); j0 < D; j0 += N) {
+      A pv[N];
+      Lds<A>::vec(q + P::offset(i) + j0 - P::first(i), pv);
+#pragma unroll
+      for (int n = 0; n < N; ++n)
+        if (j0 + n >= i) f(i, j0 + n, pv[n]);
+    }
+  }
+}
+
+// Rows of exactly D = G·V elements (G = 2, 4, 8; 16-byte vectors): loaded like local_tile_kernel
+// (U = G·K coalesced 16-byte loads per lane before any math), then each block of G rows is
+// transposed inside the lane group (shuffles), so that lane l holds whole rows: K rows per
+// thread. The math is then thread-per-row, with Psym read from shared memory at warp-uniform
+// addresses (broadcast) and each shared load feeding K rows: of the symmetric Psym only the
+// upper triangle is read (D(D+1)/2 values instead of D²):
+//   energy ½dᵀPsym d = Σᵢ dᵢ (½Pᵢᵢdᵢ + Σⱼ>ᵢ Pᵢⱼdⱼ)              D(D+1)/2 + D FMAs per row
+//   score −Psym d:  yᵢ += Pᵢⱼdⱼ, yⱼ += Pᵢⱼdᵢ (j > i), yᵢ += Pᵢᵢdᵢ    D² FMAs per row
+// (the lane-group version gathered every row into every lane of its group, D shuffles and D
+// shared loads per lane and row, which bound it at a third of the memory floor). Scores are
+// transposed back and stored as the rows were loaded; an energy is one store per lane.
+template <typename T, int V, int G, int K, bool kScore>
+__global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict__ x, const T* __restrict__ mean,
+                                                            const T* __restrict__ prec, T* __restrict__ out,
+                                                            int64_t B) {
+  using A = at::opmath_type<T>;
+  using Vec = jk::Vec<T, V>;
+  static_assert(sizeof(Vec) == sizeof(uint4), "16-byte chunks");
+  constexpr int D = G * V, U = G * K, kRpw = 32 / G, kRows = 32 * K;
+  using P = Packed<D, Lds<A>::N>;
+  __shared__ __align__(16) A q[P::kSize];
+  __shared__ A mu[D];
+  for (int t = threadIdx.x; t < D * D; t += blockDim.x) {
+    const int i = t / D, j = t % D;
+    if (j >= P::first(i)) {
+      const A sym = A(0.5) * (static_cast<A>(prec[i * D + j]) + static_cast<A>(prec[j * D + i]));
+      q[P::offset(i) + j - P::first(i)] = j < i ? A(0) : (j == i && !kScore ? A(0.5) * sym : sym);
+    }
+  }
+  for (int t = threadIdx.x; t < D; t += blockDim.x) mu[t] = static_cast<A>(mean[t]);
+  __syncthreads();
+
+  const int lane = threadIdx.x & 31, l = lane & (G - 1), g = lane / G;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t base = warp * kRows; base < B; base += n_warps * kRows) {
+    uint4 c[K][G];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        const int64_t row = base + (k * G + u) * kRpw + g;
+        c[k][u] = row < B ? *reinterpret_cast<const uint4*>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    A d[K][D];  // d = x − μ of this lane's rows base + (k·G + l)·kRpw + g
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      group_transpose<G>(c[k], l);
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        const Vec v = *reinterpret_cast<const Vec*>(&c[k][u]);
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[k][u * V + j] = static_cast<A>(v.val[j]) - mu[u * V + j];
+      }
+    }
+    if constexpr (!kScore) {
+      A t[K][D];  // tᵢ = ½Pᵢᵢdᵢ + Σⱼ>ᵢ Pᵢⱼdⱼ (the diagonal is stored halved here)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+#pragma unroll
+        for (int i = 0; i < D; ++i) t[k][i] = A(0);
+      }
+      for_upper<D>(q, [&](int i, int j, A p) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) t[k][i] += p * d[k][j];
+      });
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        A e = A(0);
+#pragma unroll
+        for (int i = 0; i < D; ++i) e += d[k][i] * t[k][i];
+        const int64_t row = base + (k * G + l) * kRpw + g;
+        if (row < B) out[row] = static_cast<T>(e);
+      }
+    } else {
+      A y[K][D];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+#pragma unroll
+        for (int i = 0; i < D; ++i) y[k][i] = A(0);
+      }
+      for_upper<D>(q, [&](int i, int j, A p) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          y[k][i] += p * d[k][j];
+          if (j != i) y[k][j] += p * d[k][i];
+        }
+      });
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+#pragma unroll
+        for (int u = 0; u < G; ++u) {
+          Vec v;
+#pragma unroll
+          for (int j = 0; j < V; ++j) v.val[j] = static_cast<T>(-y[k][u * V + j]);
+          c[k][u] = *reinterpret_cast<const uint4*>(&v);
+        }
+        group_transpose<G>(c[k], l);
+#pragma unroll
+        for (int u = 0; u < G; ++u) {
+          const int64_t row = base + (k * G + u) * kRpw + g;
+          if (row < B) *reinterpret_cast<uint4*>(out + row * D + l * V) = c[k][u];
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int V, int G, bool kScore>
+void launch_gaussian_tile(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& prec, const at::Tensor& out) {
+  constexpr int K = G >= 4 ? 1 : 4 / G, kThreads = 256;
+  const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
+  const auto kernel = gaussian_tile_kernel<T, V, G, K, kScore>;
+  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
+  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      x.const_data_ptr<T>(), mean.const_data_ptr<T>(), prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 void gaussian_rows_cuda(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision,
                         const at::Tensor& out, bool score) {
   c10::cuda::CUDAGuard guard(x.device());
@@ -474,23 +833,25 @@ void gaussian_rows_cuda(const at::Tensor& x, const at::Tensor& mean, const at::T
   const at::Tensor& prec = precision;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_gaussian_cuda", [&] {
     using T = scalar_t;
+    constexpr int kV = 16 / sizeof(T);
+    const auto tile = [&](auto groups) {
+      constexpr int G = decltype(groups)::value;
+      score ? launch_gaussian_tile<T, kV, G, true>(x, mean, prec, out)
+            : launch_gaussian_tile<T, kV, G, false>(x, mean, prec, out);
+    };
+    const bool vectors = D % kV == 0 && aligned16(x.const_data_ptr()) && (!score || aligned16(out.data_ptr()));
+    if (vectors && with_row_vectors(D, kV, tile)) return;
     with_tier<64>(D, [&](auto tier) {  // cuda_gaussian_max_d
       constexpr int kD = decltype(tier)::value;
       constexpr int V = int(16 / sizeof(T)) < kD ? int(16 / sizeof(T)) : kD;
       constexpr int kThreads = 256;
       const bool vec = D == kD && aligned16(x.const_data_ptr()) && aligned16(out.data_ptr());
       const int64_t rows_per_block = (kThreads / 32) * (32 / (kD / V));
-      const int64_t blocks = grid_size(B, rows_per_block, x.get_device(), 8);
-      auto stream = c10::cuda::getCurrentCUDAStream();
-      if (score) {
-        gaussian_rows_kernel<T, kD, true><<<blocks, kThreads, 0, stream>>>(
-            x.const_data_ptr<T>(), mean.const_data_ptr<T>(), prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
-            int(D), vec);
-      } else {
-        gaussian_rows_kernel<T, kD, false><<<blocks, kThreads, 0, stream>>>(
-            x.const_data_ptr<T>(), mean.const_data_ptr<T>(), prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
-            int(D), vec);
-      }
+      const auto kernel = score ? gaussian_rows_kernel<T, kD, true> : gaussian_rows_kernel<T, kD, false>;
+      const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
+      kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+          x.const_data_ptr<T>(), mean.const_data_ptr<T>(), prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
+          int(D), vec);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });

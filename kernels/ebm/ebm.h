@@ -11,6 +11,8 @@
 //   finish(sum_of_terms, s0, s1, D)      the row's energy
 //   prepare(s0, s1, D) -> RowConst       per-row constants of the gradient
 //   grad(x_prev, x, x_next, has_prev, has_next, RowConst)   dE/dx_i
+// and says which parts it uses: kStats (the row sums), kNeighbours (x_next/x_prev), kTerms
+// (term() is not identically 0), so that kernels skip the work and shuffles of unused parts.
 // The Gaussian ½(x−μ)ᵀP(x−μ) needs the whole row and a D×D matrix: it is special-cased.
 #pragma once
 #include <ATen/OpMathType.h>
@@ -40,13 +42,49 @@ struct RowConst {
   A c0, c1;
 };
 
-// cos(πt) and sin(πt). On the GPU cospif/sinpif: the argument reduction of a multiple of π
-// is exact and cheap, where cosf(2πx) pays for a general range reduction (a slow path with
-// local memory for large arguments). The 2π (or c) of a model is folded into t on the host.
+// cos(πt) and sin(πt). The argument reduction of a multiple of π is exact and cheap: t = n + r
+// with n = rint(t), |r| <= ½ (r is exact), cos(πt) = (−1)ⁿcos(πr), sin(πt) = (−1)ⁿsin(πr); the
+// 2π (or c) of a model is folded into t on the host. On the GPU, float: the Taylor polynomials
+// of cos(πr) and sin(πr)/r in r² through (πr)¹³ (truncation < 1e-9 for |πr| <= π/2, a few
+// 1e-7 in all after rounding), about 12 instructions where cospif/sinpif (which evaluate both
+// polynomials and select) take about 22; that is what decides whether Rastrigin's and Ackley's
+// energies are memory-bound. Double: cospi/sinpi. CPU: std::cos/std::sin.
+#ifdef __CUDA_ARCH__
+// (−1)ⁿ as the sign of p, for n = rint(t) (|n| >= 2^25 is even: floats there are even integers).
+__device__ __forceinline__ float times_parity(float p, float n) {
+  const float h = 0.5f * n;
+  return h != rintf(h) ? -p : p;
+}
+
+__device__ __forceinline__ float cos_pi_float(float t) {
+  const float n = rintf(t), r = t - n, z = r * r;
+  float p = 1.929574297e-03f;
+  p = fmaf(p, z, -2.580689080e-02f);
+  p = fmaf(p, z, 2.353306264e-01f);
+  p = fmaf(p, z, -1.335262775e+00f);
+  p = fmaf(p, z, 4.058712006e+00f);
+  p = fmaf(p, z, -4.934802055e+00f);
+  p = fmaf(p, z, 1.0f);
+  return times_parity(p, n);
+}
+
+__device__ __forceinline__ float sin_pi_float(float t) {
+  const float n = rintf(t), r = t - n, z = r * r;
+  float p = 4.663027939e-04f;
+  p = fmaf(p, z, -7.370430976e-03f);
+  p = fmaf(p, z, 8.214588463e-02f);
+  p = fmaf(p, z, -5.992645025e-01f);
+  p = fmaf(p, z, 2.550163984e+00f);
+  p = fmaf(p, z, -5.167712688e+00f);
+  p = fmaf(p, z, 3.141592741e+00f);
+  return times_parity(p * r, n);
+}
+#endif
+
 template <typename A>
 C10_HOST_DEVICE inline A cos_pi(A t) {
 #ifdef __CUDA_ARCH__
-  if constexpr (std::is_same<A, float>::value) return cospif(t); else return cospi(t);
+  if constexpr (std::is_same<A, float>::value) return cos_pi_float(t); else return cospi(t);
 #else
   return std::cos(A(kPi) * t);
 #endif
@@ -55,7 +93,7 @@ C10_HOST_DEVICE inline A cos_pi(A t) {
 template <typename A>
 C10_HOST_DEVICE inline A sin_pi(A t) {
 #ifdef __CUDA_ARCH__
-  if constexpr (std::is_same<A, float>::value) return sinpif(t); else return sinpi(t);
+  if constexpr (std::is_same<A, float>::value) return sin_pi_float(t); else return sinpi(t);
 #else
   return std::sin(A(kPi) * t);
 #endif
@@ -65,7 +103,7 @@ C10_HOST_DEVICE inline A sin_pi(A t) {
 template <typename A>
 struct Harmonic {
   A k;
-  static constexpr bool kStats = false, kNeighbours = false;
+  static constexpr bool kStats = false, kNeighbours = false, kTerms = true;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A, bool) const { return A(0.5) * k * x * x; }
   C10_HOST_DEVICE A finish(A sum, A, A, int64_t) const { return sum; }
@@ -77,7 +115,7 @@ struct Harmonic {
 template <typename A>
 struct DoubleWell {
   A h, b;
-  static constexpr bool kStats = false, kNeighbours = false;
+  static constexpr bool kStats = false, kNeighbours = false, kTerms = true;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A, bool) const {
     const A u = x * x - b * b;
@@ -92,7 +130,7 @@ struct DoubleWell {
 template <typename A>
 struct Rosenbrock {
   A a, b;
-  static constexpr bool kStats = false, kNeighbours = true;
+  static constexpr bool kStats = false, kNeighbours = true, kTerms = true;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A x_next, bool has_next) const {
     if (!has_next) return A(0);
@@ -113,7 +151,7 @@ struct Rosenbrock {
 template <typename A>
 struct Rastrigin {
   A a;
-  static constexpr bool kStats = false, kNeighbours = false;
+  static constexpr bool kStats = false, kNeighbours = false, kTerms = true;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A, bool) const { return x * x - a * cos_pi(A(2) * x); }
   C10_HOST_DEVICE A finish(A sum, A, A, int64_t D) const { return sum + a * static_cast<A>(D); }
@@ -129,7 +167,7 @@ struct Rastrigin {
 template <typename A>
 struct Ackley {
   A a, b, c, c_pi;
-  static constexpr bool kStats = true, kNeighbours = false;
+  static constexpr bool kStats = true, kNeighbours = false, kTerms = false;  // term() is 0
   C10_HOST_DEVICE void stats(A x, A& s0, A& s1) const {
     s0 += x * x;
     s1 += cos_pi(c_pi * x);
