@@ -145,7 +145,14 @@ def main() -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--update-doc", action="store_true", help="rewrite the table in BENCHMARKS.md")
+    parser.add_argument("--from-json", type=Path, help="render a committed <gpu>.json (measured on the GPU "
+                        "machine) into BENCHMARKS.md instead of running")
     args = parser.parse_args()
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        update_benchmarks_doc(saved["environment"], markdown(saved["environment"], saved["results"]),
+                              args.from_json.with_suffix(".png").resolve())
+        return 0
     device, out = args.device, Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rate = copy_rate_gbps(device)
