@@ -12,14 +12,20 @@ TESTS=${SANITIZE_TESTS:-tests/test_bad_input.py tests/test_determinism.py}
 # Without the caching allocator memcheck sees each tensor's true bounds. CUDA graphs need the
 # caching allocator, so the graph tests are left out here (they run in the normal suite).
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-status=0
-for tool in $TOOLS; do
+# The tools run side by side (one process each): the machine has the cores, and the slowest
+# tool sets the wall time instead of the sum.
+run_tool() {
+  local tool=$1 start rc summary
   start=$(date +%s)
   "$SANITIZER" --tool "$tool" --print-limit 20 --error-exitcode 99 \
     python3 -m pytest -q -p no:cacheprovider -p no:xdist -k "cuda and not graph" $TESTS > "$OUT/sanitize_$tool.log" 2>&1
   rc=$?
-  [ $rc -eq 0 ] || status=1
   summary=$(grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')
   echo "$tool: exit $rc, $(( $(date +%s) - start )) s; $summary" | tee -a "$OUT/sanitize.log"
-done
+  return $rc
+}
+pids=()
+for tool in $TOOLS; do run_tool "$tool" & pids+=($!); done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 exit $status
