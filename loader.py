@@ -228,20 +228,22 @@ def _sha256(path: Path) -> str:
 
 # ---------------------------------------------------------------- building
 
-_GCC_ERROR = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(?P<msg>.*)$")
-_NVCC_ERROR = re.compile(r"^(?P<path>[^\s(][^(]*)\((?P<line>\d+)\):\s*(?:catastrophic )?error:?\s*(?P<msg>.*)$")
-_LINK_ERROR = re.compile(r"(undefined (symbol|reference).*|ld: .*error.*)$")
+# Patterns, not compiled regexes: they serve failed builds only, and compiling them at import
+# would cost every warm load (re compiles and caches them on first use).
+_GCC_ERROR = r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(?P<msg>.*)$"
+_NVCC_ERROR = r"^(?P<path>[^\s(][^(]*)\((?P<line>\d+)\):\s*(?:catastrophic )?error:?\s*(?P<msg>.*)$"
+_LINK_ERROR = r"(undefined (symbol|reference).*|ld: .*error.*)$"
 
 
 def _first_compiler_error(log: str) -> str:
     for line in log.splitlines():
         line = line.strip()
         for pattern in (_GCC_ERROR, _NVCC_ERROR):
-            m = pattern.match(line)
+            m = re.match(pattern, line)
             if m:
                 return f"{m['path']}:{m['line']}: {m['msg']}"
     for line in log.splitlines():
-        if _LINK_ERROR.search(line):
+        if re.search(_LINK_ERROR, line):
             return line.strip()
     return "build failed (no compiler error line found)"
 
@@ -338,8 +340,7 @@ def _ninja_step_seconds(build_dir: Path) -> dict[str, float]:
 # Errors of a write into the cache, and what the user can do about each.
 _NO_SPACE = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST}
-_NO_SPACE_TEXT = re.compile(r"no space left on device|file too large|file size limit exceeded|disk quota exceeded",
-                            re.IGNORECASE)
+_NO_SPACE_TEXT = r"(?i)no space left on device|file too large|file size limit exceeded|disk quota exceeded"
 
 
 def _cache_write_error(exc: OSError, spec: _Spec) -> BuildError | None:
@@ -363,7 +364,7 @@ def _compile_error(spec: _Spec, log: str, build_dir: Path) -> BuildError:
         where = f"full log: {log_path}"
     except OSError as exc:  # the disk may be the very problem
         where = f"the log could not be written to {log_path} ({exc.strerror})"
-    full = next((line.strip() for line in log.splitlines() if _NO_SPACE_TEXT.search(line)), None)
+    full = next((line.strip() for line in log.splitlines() if re.search(_NO_SPACE_TEXT, line)), None)
     if full:
         return BuildError(f"{full}\nthe disk filled up while writing {build_dir} (or the temporary folder) for "
                           f"family {spec.name!r}: free space under {cache_dir()} or set JITKERNELS_CACHE to a folder "
@@ -528,9 +529,6 @@ class Family:
         if ops_module is None and (spec.dir / "ops.py").is_file():    # autograd and fakes, which can't repeat
             ops_module = _exec_module(f"_jk_ops_{spec.namespace}", spec.dir / "ops.py",
                                       {"NAMESPACE": spec.namespace})
-        reference = None
-        if (spec.dir / "reference.py").is_file():
-            reference = _exec_module(f"_jk_reference_{spec.name}", spec.dir / "reference.py", {})
         for op in self._op_names:
             delattr(self, op)
         names = list(getattr(ops_module, "__all__", [])) if ops_module else []
@@ -546,8 +544,20 @@ class Family:
         self._op_names = names
         self.key, self.namespace, self.cuda = spec.key, spec.namespace, spec.cuda
         self.library = spec.library
-        self.module, self.reference = ops_module, reference
+        self.module, self._reference_path = ops_module, spec.dir / "reference.py"
+        sys.modules.pop(f"_jk_reference_{spec.name}", None)  # a reload runs an edited reference.py anew
         self.__doc__ = (ops_module.__doc__ if ops_module else None) or f"jitkernels family {spec.name}"
+
+    @property
+    def reference(self):
+        """reference.py, the family's ops in plain PyTorch (run on first use: loads need not pay it)."""
+        path = getattr(self, "_reference_path", None)
+        if path is None or not path.is_file():
+            return None
+        module = sys.modules.get(f"_jk_reference_{self.name}")
+        if module is None:
+            module = _exec_module(f"_jk_reference_{self.name}", path, {})
+        return module
 
     @property
     def ops(self):
