@@ -59,6 +59,10 @@ def run_case(case, device: str, floor_rate: float) -> dict:
         row["eager_us"] = time_us(lambda: case.reference(*case.args), device)
         if case.compile:
             try:
+                # Cases built by one helper share a code object, so without a reset their
+                # compiles pile up in one cache, hit dynamo's recompile limit and fall back to
+                # eager (seen for the last blog sizes of `normal`).
+                torch._dynamo.reset()
                 compiled = torch.compile(case.reference, dynamic=False)
                 compiled(*case.args)
                 row["compile_us"] = time_us(lambda: compiled(*case.args), device)
