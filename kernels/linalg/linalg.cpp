@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jk.h"
@@ -86,17 +88,6 @@ std::vector<double> newton_schedule(int64_t p, double max_cond, double tol) {
   return alphas;
 }
 
-// T^p by repeated squaring: 2 products for p = 4, 3 for p = 8.
-at::Tensor bmm_power(const at::Tensor& T, int64_t p) {
-  at::Tensor result, base = T;
-  while (true) {
-    if (p & 1) result = result.defined() ? at::bmm(result, base) : base;
-    p >>= 1;
-    if (p == 0) return result;
-    base = at::bmm(base, base);
-  }
-}
-
 template <typename T>
 void eye_axpy_cpu(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
                   const at::Tensor& d_vec, double d_scale) {
@@ -137,6 +128,67 @@ void eye_axpy(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_v
   });
 }
 
+// A factor of the iteration's matrix products: the (nb, n, n) batch scale * source + shift * I,
+// formed only in the shape a product or the caller asks for, once. Float32 on CUDA multiplies
+// on the bfloat16 tensor cores through its bfloat16 pieces (split_bf16x3_cuda: one bfloat16 GEMM
+// over 6 piece products, float32 accumulation, about float32 accuracy) at several times
+// float32 cuBLAS's speed; float64 and the CPU multiply the formed matrices with at::bmm.
+class Factor {
+ public:
+  explicit Factor(at::Tensor source, double scale = 1.0, double shift = 0.0)
+      : source_(std::move(source)), scale_(scale), shift_(shift) {
+    if (scale_ == 1.0 && shift_ == 0.0) value_ = source_;
+  }
+
+  static bool uses_pieces(const at::Tensor& t) { return t.is_cuda() && t.scalar_type() == at::kFloat; }
+
+  const at::Tensor& value() {
+    if (!value_.defined()) {
+      value_ = at::empty_like(source_);
+      eye_axpy(value_, source_, {}, scale_, {}, shift_);
+    }
+    return value_;
+  }
+
+  // a @ b, as one float32 (or float64) batch.
+  friend at::Tensor product(Factor& a, Factor& b) {
+#ifdef JK_WITH_CUDA
+    if (uses_pieces(a.source_)) return at::bmm(a.pieces(true), b.pieces(false), at::kFloat);
+#endif
+    return at::bmm(a.value(), b.value());
+  }
+
+ private:
+#ifdef JK_WITH_CUDA
+  // The bfloat16 pieces as the left (nb, n, 6n) or right (nb, 6n, n) operand of a product.
+  const at::Tensor& pieces(bool as_left) {
+    at::Tensor& out = as_left ? left_ : right_;
+    if (!out.defined()) {
+      const int64_t nb = source_.size(0), n = source_.size(1);
+      out = at::empty(as_left ? std::vector<int64_t>{nb, n, kSplitTerms * n} : std::vector<int64_t>{nb, kSplitTerms * n, n},
+                      source_.options().dtype(at::kBFloat16));
+      split_bf16x3_cuda(source_, scale_, shift_, as_left ? out : at::Tensor(), as_left ? at::Tensor() : out);
+    }
+    return out;
+  }
+#endif
+
+  at::Tensor source_, value_, left_, right_;
+  double scale_, shift_;
+};
+
+// T^p by repeated squaring: 2 products for p = 4, 3 for p = 8.
+Factor power(Factor& T, int64_t p) {
+  std::optional<Factor> result;
+  Factor base = T;
+  while (true) {
+    if (p & 1) result = result ? Factor(product(*result, base)) : base;
+    p >>= 1;
+    if (p == 0) return *result;
+    base = Factor(product(base, base));
+  }
+}
+
 }  // namespace
 
 // Coupled Newton iteration for (A + eps I)^(-1/p) (Guo & Higham 2006), scaled per step:
@@ -172,27 +224,31 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
 
   const at::Tensor u = at::linalg_vector_norm(A.view({nb, n * n}), 2, at::IntArrayRef{1}).add(eps);  // (nb,)
   const at::Tensor inv_u = u.reciprocal(), x0 = u.pow(-1.0 / static_cast<double>(p));
-  at::Tensor M = at::empty({nb, n, n}, A.options());
-  eye_axpy(M, A, inv_u, 1.0, inv_u, eps);  // M_0 = (A + eps I) / u
-  at::Tensor X, residual;
+  at::Tensor M0 = at::empty({nb, n, n}, A.options());
+  eye_axpy(M0, A, inv_u, 1.0, inv_u, eps);  // M_0 = (A + eps I) / u
+  Factor M(M0);
+  std::optional<Factor> X;
+  at::Tensor residual;
   for (int64_t k = 0; k < steps; ++k) {
     const double a = alphas[k], a_root = std::pow(a, 1.0 / static_cast<double>(p));
-    at::Tensor T = at::empty_like(M);
-    eye_axpy(T, M, {}, -a_root * a / p, {}, a_root * (p + 1) / p);
+    Factor T(M.value(), -a_root * a / p, a_root * (p + 1) / p);
     if (k == 0) {
-      X = at::empty_like(M);
-      eye_axpy(X, T, x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
+      at::Tensor X1 = at::empty_like(M0);
+      eye_axpy(X1, T.value(), x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
+      X.emplace(X1);
     } else {
-      X = at::bmm(X, T);
+      X.emplace(product(*X, T));
     }
     if (k == steps - 1) {
-      at::Tensor R = at::empty_like(M);
-      eye_axpy(R, M, {}, 1.0, {}, -1.0);
+      at::Tensor R = at::empty_like(M0);
+      eye_axpy(R, M.value(), {}, 1.0, {}, -1.0);
       residual = at::linalg_vector_norm(R.view({nb, n * n}), 2, at::IntArrayRef{1});
       break;  // the last M is never used
     }
-    M = at::bmm(bmm_power(T, p), M);
+    Factor T_p = power(T, p);
+    M = Factor(product(T_p, M));
   }
+  at::Tensor X_out = X->value();
 
   // Diagonal input (n = 1, A = I, ...): the exact elementwise answer, as the reference
   // computes it (eigenvalues clamped at 0), and residual 0. Decided on the device: no sync.
@@ -200,9 +256,9 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const at::Tensor off_diag = A.abs().sum(at::IntArrayRef{1, 2}).sub(diag.abs().sum(at::IntArrayRef{1}));
   const at::Tensor is_diag = off_diag.eq(0);
   const at::Tensor X_diag = at::diag_embed(diag.clamp_min(0).add(eps).pow(-1.0 / static_cast<double>(p)));
-  X = at::where(is_diag.view({nb, 1, 1}), X_diag, X);
+  X_out = at::where(is_diag.view({nb, 1, 1}), X_diag, X_out);
   residual = residual.masked_fill(is_diag, 0);
-  return {X.view(A_in.sizes()), residual.view(batch)};
+  return {X_out.view(A_in.sizes()), residual.view(batch)};
 }
 
 // ---------------------------------------------------------------- kron, per-sample grads

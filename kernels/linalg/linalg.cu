@@ -15,6 +15,7 @@
 //   when q % VEC == 0, and short rows give each thread 4 rows at a time (independent loads).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAException.h>
+#include <cuda_bf16.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -52,6 +53,55 @@ template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
+
+// The six bfloat16 products that make one float32 product: piece (left[t], right[t]) for
+// t = 0..5 of v = v0 + v1 + v2 and w likewise, i.e. v_i w_j for i + j <= 2 (the dropped
+// terms are below float32's rounding), smallest first so the float32 sums lose the least.
+__device__ constexpr int kLeftPiece[kSplitTerms] = {0, 1, 2, 0, 1, 0};
+__device__ constexpr int kRightPiece[kSplitTerms] = {2, 1, 0, 1, 0, 0};
+
+// v = scale * x + shift * I per (n, n) matrix, split into bfloat16 pieces v0 + v1 + v2 (each the
+// rounding of what the earlier ones leave: v - v0 and v - v0 - v1 are exact in float32), written
+// as a left operand (nb, n, 6n), row i = [pieces of row i in kLeftPiece order], and/or as a right
+// operand (nb, 6n, n) = the (n, n) pieces stacked in kRightPiece order. blockDim = (tx, ty): ty
+// rows per block, tx threads across a row, VEC columns each (VEC = 4: n % 4 == 0, 8-byte stores).
+template <int VEC>
+__global__ void __launch_bounds__(kThreads) split_bf16x3_kernel(const float* __restrict__ x, float scale, float shift,
+                                                              __nv_bfloat16* __restrict__ left,
+                                                              __nv_bfloat16* __restrict__ right, int64_t rows,
+                                                              int64_t n) {
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const int64_t b = row / n, i = row - b * n;
+    const float* x_row = x + row * n;
+    __nv_bfloat16* left_row = left ? left + row * kSplitTerms * n : nullptr;
+    __nv_bfloat16* right_row = right ? right + (b * kSplitTerms * n + i) * n : nullptr;  // + t * n * n
+    for (int64_t j = static_cast<int64_t>(threadIdx.x) * VEC; j < n; j += static_cast<int64_t>(blockDim.x) * VEC) {
+      float v[VEC];
+      if constexpr (VEC == 4) {
+        const float4 x4 = *reinterpret_cast<const float4*>(x_row + j);
+        v[0] = x4.x, v[1] = x4.y, v[2] = x4.z, v[3] = x4.w;
+      } else {
+        v[0] = x_row[j];
+      }
+      Pack<__nv_bfloat16, VEC> piece[3];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        float rest = scale * v[e] + (j + e == i ? shift : 0.0f);
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+          piece[k].v[e] = __float2bfloat16_rn(rest);
+          rest -= __bfloat162float(piece[k].v[e]);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kSplitTerms; ++t) {
+        if (left_row) *reinterpret_cast<Pack<__nv_bfloat16, VEC>*>(left_row + t * n + j) = piece[kLeftPiece[t]];
+        if (right_row) *reinterpret_cast<Pack<__nv_bfloat16, VEC>*>(right_row + t * n * n + j) = piece[kRightPiece[t]];
+      }
+    }
+  }
+}
 
 // Shapes of one kron launch, and the grid's row step pre-split on the host (see RowCursor).
 struct KronArgs {
@@ -265,6 +315,36 @@ void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor
         d_vec.defined() ? d_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(d_scale), nb, n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
+}
+
+void split_bf16x3_cuda(const at::Tensor& x, double scale, double shift, const at::Tensor& left,
+                       const at::Tensor& right) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t n = x.size(1), rows = x.size(0) * n;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const float* x_ptr = x.const_data_ptr<float>();
+  auto* left_ptr = left.defined() ? reinterpret_cast<__nv_bfloat16*>(left.mutable_data_ptr<at::BFloat16>()) : nullptr;
+  auto* right_ptr = right.defined() ? reinterpret_cast<__nv_bfloat16*>(right.mutable_data_ptr<at::BFloat16>()) : nullptr;
+  // Row starts are 16-byte (x) and 8-byte (pieces) aligned when n % 4 == 0 and the buffers are.
+  const bool vec4 = n % 4 == 0 && reinterpret_cast<uintptr_t>(x_ptr) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(left_ptr) % 8 == 0 && reinterpret_cast<uintptr_t>(right_ptr) % 8 == 0;
+  const int64_t row_vectors = vec4 ? n / 4 : n;
+  int tx = 32;
+  while (tx < kThreads && tx < row_vectors) tx *= 2;  // short rows: several rows per block
+  const dim3 block(tx, kThreads / tx);
+  // Enough blocks for the rows, at most one full wave (8 blocks of 256 threads per SM).
+  const int64_t blocks = std::min<int64_t>((rows + block.y - 1) / block.y,
+                                           static_cast<int64_t>(jk::multiprocessor_count(x.get_device())) * 8);
+  const auto launch = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(blocks), block, 0, stream>>>(x_ptr, static_cast<float>(scale),
+                                                                static_cast<float>(shift), left_ptr, right_ptr, rows, n);
+  };
+  if (vec4) {
+    launch(split_bf16x3_kernel<4>);
+  } else {
+    launch(split_bf16x3_kernel<1>);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 void kron_cuda(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
