@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -129,56 +130,63 @@ void eye_axpy(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_v
 }
 
 // A factor of the iteration's matrix products: the (nb, n, n) batch scale * source + shift * I,
-// formed only in the shape a product or the caller asks for, once. Float32 on CUDA multiplies
-// on the bfloat16 tensor cores through its bfloat16 pieces (split_bf16x3_cuda: one bfloat16 GEMM
-// over 6 piece products, float32 accumulation, about float32 accuracy) at several times
-// float32 cuBLAS's speed; float64 and the CPU multiply the formed matrices with at::bmm.
+// formed only in the shapes the products or the caller ask for, once (copies share them).
+// Float32 on CUDA multiplies on the bfloat16 tensor cores through bfloat16 pieces
+// (split_bf16x3_cuda: one bfloat16 GEMM over 6 piece products, float32 accumulation, about
+// float32 accuracy) at several times float32 cuBLAS's speed; float64 and the CPU multiply the
+// formed matrices with at::bmm.
 class Factor {
  public:
   explicit Factor(at::Tensor source, double scale = 1.0, double shift = 0.0)
-      : source_(std::move(source)), scale_(scale), shift_(shift) {
-    if (scale_ == 1.0 && shift_ == 0.0) value_ = source_;
+      : s_(std::make_shared<State>(State{std::move(source), {}, {}, {}, scale, shift})) {
+    if (scale == 1.0 && shift == 0.0) s_->value = s_->source;
   }
 
-  static bool uses_pieces(const at::Tensor& t) { return t.is_cuda() && t.scalar_type() == at::kFloat; }
-
   const at::Tensor& value() {
-    if (!value_.defined()) {
-      value_ = at::empty_like(source_);
-      eye_axpy(value_, source_, {}, scale_, {}, shift_);
+    if (!s_->value.defined()) {
+      s_->value = at::empty_like(s_->source);
+      eye_axpy(s_->value, s_->source, {}, s_->scale, {}, s_->shift);
     }
-    return value_;
+    return s_->value;
   }
 
   // a @ b, as one float32 (or float64) batch.
   friend at::Tensor product(Factor& a, Factor& b) {
 #ifdef JK_WITH_CUDA
-    if (uses_pieces(a.source_)) return at::bmm(a.pieces(true), b.pieces(false), at::kFloat);
+    if (a.s_->source.is_cuda() && a.s_->source.scalar_type() == at::kFloat) {
+      a.split(true, a.s_ == b.s_);  // a square: both layouts from one read
+      b.split(false, true);
+      return at::bmm(a.s_->left, b.s_->right, at::kFloat);
+    }
 #endif
     return at::bmm(a.value(), b.value());
   }
 
  private:
+  struct State {
+    at::Tensor source, value, left, right;  // left, right: the bfloat16 pieces as bmm operands
+    double scale, shift;
+  };
+
 #ifdef JK_WITH_CUDA
-  // The bfloat16 pieces as the left (nb, n, 6n) or right (nb, 6n, n) operand of a product.
-  const at::Tensor& pieces(bool as_left) {
-    at::Tensor& out = as_left ? left_ : right_;
-    if (!out.defined()) {
-      const int64_t nb = source_.size(0), n = source_.size(1);
-      out = at::empty(as_left ? std::vector<int64_t>{nb, n, kSplitTerms * n} : std::vector<int64_t>{nb, kSplitTerms * n, n},
-                      source_.options().dtype(at::kBFloat16));
-      split_bf16x3_cuda(source_, scale_, shift_, as_left ? out : at::Tensor(), as_left ? at::Tensor() : out);
-    }
-    return out;
+  // Makes the missing ones of the wanted bfloat16 piece layouts: as a left (nb, n, 6n) and as a
+  // right (nb, 6n, n) operand of a product.
+  void split(bool want_left, bool want_right) {
+    State& s = *s_;
+    const int64_t nb = s.source.size(0), n = s.source.size(1);
+    const at::TensorOptions options = s.source.options().dtype(at::kBFloat16);
+    at::Tensor new_left, new_right;
+    if (want_left && !s.left.defined()) new_left = s.left = at::empty({nb, n, kSplitTerms * n}, options);
+    if (want_right && !s.right.defined()) new_right = s.right = at::empty({nb, kSplitTerms * n, n}, options);
+    if (new_left.defined() || new_right.defined()) split_bf16x3_cuda(s.source, s.scale, s.shift, new_left, new_right);
   }
 #endif
 
-  at::Tensor source_, value_, left_, right_;
-  double scale_, shift_;
+  std::shared_ptr<State> s_;
 };
 
 // T^p by repeated squaring: 2 products for p = 4, 3 for p = 8.
-Factor power(Factor& T, int64_t p) {
+Factor power(const Factor& T, int64_t p) {
   std::optional<Factor> result;
   Factor base = T;
   while (true) {
@@ -232,6 +240,8 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   for (int64_t k = 0; k < steps; ++k) {
     const double a = alphas[k], a_root = std::pow(a, 1.0 / static_cast<double>(p));
     Factor T(M.value(), -a_root * a / p, a_root * (p + 1) / p);
+    std::optional<Factor> T_p;
+    if (k < steps - 1) T_p = power(T, p);  // first: T @ T splits T once for both sides
     if (k == 0) {
       at::Tensor X1 = at::empty_like(M0);
       eye_axpy(X1, T.value(), x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
@@ -245,8 +255,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
       residual = at::linalg_vector_norm(R.view({nb, n * n}), 2, at::IntArrayRef{1});
       break;  // the last M is never used
     }
-    Factor T_p = power(T, p);
-    M = Factor(product(T_p, M));
+    M = Factor(product(*T_p, M));
   }
   at::Tensor X_out = X->value();
 
