@@ -3,7 +3,8 @@
 // allocates the output, stops there on the Meta device (fake tensors: torch.compile,
 // opcheck), and otherwise runs the CPU loop or calls the CUDA launcher (linalg.cu).
 // matrix_inverse_root is built on ATen matrix products, so its driver serves every device;
-// only its elementwise step (eye_axpy) has a loop per device.
+// only its elementwise step (eye_axpy) has a loop per device, plus, for float32 on CUDA, the
+// split of factors into bfloat16 pieces for tensor-core products (class Factor).
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -223,7 +224,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const int64_t nb = c10::multiply_integers(batch);
   if (nb == 0 || n == 0) return {at::empty(A_in.sizes(), A_in.options()), at::zeros(batch, A_in.options())};
 
-  const at::NoTF32Guard no_tf32;  // float32 products in full precision, whatever the global flag says
+  const at::NoTF32Guard no_tf32;  // float32 at::bmm in full precision, whatever the global flag says
   const at::Tensor A = A_in.contiguous().view({nb, n, n});
   const bool is_double = A.scalar_type() == at::kDouble;
   if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
