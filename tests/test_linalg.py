@@ -59,6 +59,22 @@ def test_inverse_root_large_cuda(n):
 
 
 @needs_cuda
+@pytest.mark.parametrize("p", [1, 2, 4, 8])
+@pytest.mark.parametrize("n", [1, 7, 256, 258, 1024, 1500])
+def test_inverse_root_bf16_pieces_cuda(n, p):
+    """Float32 on CUDA multiplies through bfloat16 pieces (3 per factor, 6 piece products in one
+    GEMM): the accuracy bar against float64 eigh, and float32-level accuracy (the CPU emulation
+    gives 1e-5..4e-5, as exact float32 products do; 2 pieces per factor gave 4.5e-4).
+    n = 7, 258: the split kernel's scalar path (n % 4 != 0); n = 1500: rows of 375 vectors."""
+    A = random_spd(n, 1e3, batch=(2,), device="cuda").float()
+    X, residual = linalg.matrix_inverse_root(A, p, 0.0, fallback="never", return_residual=True)
+    err = rel_err(X, ref.matrix_inverse_root(A, p, 0.0))
+    assert err <= 1e-3
+    assert err <= 2e-4, f"bar met, but {err:.2e} is far above float32 products' ~3e-5"
+    assert (residual <= 5e-3 * math.sqrt(n)).all()  # converged: "auto" would not fall back to eigh
+
+
+@needs_cuda
 def test_inverse_root_batched_cuda_ignores_tf32():
     A = random_spd(256, 1e3, batch=(64,), device="cuda").float()
     old = torch.backends.cuda.matmul.allow_tf32
@@ -373,7 +389,9 @@ def test_kron_write_bound_shapes_cuda():
     ((2, 301, 1), (2, 1, 40)),  # short rows, 4 per thread, 602 rows: a partial last group
     ((1, 3, 150), (1, 2, 16)),  # long rows: several vectors per thread and row
     ((2, 300, 2), (2, 250, 4)),  # 150000 short rows: more than one pass of the grid
-    ((2, 1000, 3), (2, 5, 400)),  # 10000 long rows: more than one pass of the grid
+    ((2, 1000, 3), (2, 5, 400)),  # 10000 long rows: chunks of the output, more than one wave of work
+    ((2, 3, 400), (2, 4, 6)),  # long rows with q = 6: B element by element, chunks end mid-row
+    ((1, 2, 1029), (1, 3, 1)),  # long rows of 1029 columns: one element per "vector"
 ])
 def test_kron_kernel_paths_cuda(dtype, shapes):
     A = torch.randn(*shapes[0], device="cuda").to(dtype)

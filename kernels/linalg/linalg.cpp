@@ -3,7 +3,8 @@
 // allocates the output, stops there on the Meta device (fake tensors: torch.compile,
 // opcheck), and otherwise runs the CPU loop or calls the CUDA launcher (linalg.cu).
 // matrix_inverse_root is built on ATen matrix products, so its driver serves every device;
-// only its elementwise step (eye_axpy) has a loop per device.
+// only its elementwise step (eye_axpy) has a loop per device, plus, for float32 on CUDA, the
+// split of factors into bfloat16 pieces for tensor-core products (class Factor).
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -18,7 +19,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jk.h"
@@ -86,17 +90,6 @@ std::vector<double> newton_schedule(int64_t p, double max_cond, double tol) {
   return alphas;
 }
 
-// T^p by repeated squaring: 2 products for p = 4, 3 for p = 8.
-at::Tensor bmm_power(const at::Tensor& T, int64_t p) {
-  at::Tensor result, base = T;
-  while (true) {
-    if (p & 1) result = result.defined() ? at::bmm(result, base) : base;
-    p >>= 1;
-    if (p == 0) return result;
-    base = at::bmm(base, base);
-  }
-}
-
 template <typename T>
 void eye_axpy_cpu(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
                   const at::Tensor& d_vec, double d_scale) {
@@ -137,6 +130,74 @@ void eye_axpy(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_v
   });
 }
 
+// A factor of the iteration's matrix products: the (nb, n, n) batch scale * source + shift * I,
+// formed only in the shapes the products or the caller ask for, once (copies share them).
+// Float32 on CUDA multiplies on the bfloat16 tensor cores through bfloat16 pieces
+// (split_bf16x3_cuda: one bfloat16 GEMM over 6 piece products, float32 accumulation, about
+// float32 accuracy) at several times float32 cuBLAS's speed; float64 and the CPU multiply the
+// formed matrices with at::bmm.
+class Factor {
+ public:
+  explicit Factor(at::Tensor source, double scale = 1.0, double shift = 0.0)
+      : s_(std::make_shared<State>(State{std::move(source), {}, {}, {}, scale, shift})) {
+    if (scale == 1.0 && shift == 0.0) s_->value = s_->source;
+  }
+
+  const at::Tensor& value() {
+    if (!s_->value.defined()) {
+      s_->value = at::empty_like(s_->source);
+      eye_axpy(s_->value, s_->source, {}, s_->scale, {}, s_->shift);
+    }
+    return s_->value;
+  }
+
+  // a @ b, as one float32 (or float64) batch.
+  friend at::Tensor product(Factor& a, Factor& b) {
+#ifdef JK_WITH_CUDA
+    if (a.s_->source.is_cuda() && a.s_->source.scalar_type() == at::kFloat) {
+      a.split(true, a.s_ == b.s_);  // a square: both layouts from one read
+      b.split(false, true);
+      return at::bmm(a.s_->left, b.s_->right, at::kFloat);
+    }
+#endif
+    return at::bmm(a.value(), b.value());
+  }
+
+ private:
+  struct State {
+    at::Tensor source, value, left, right;  // left, right: the bfloat16 pieces as bmm operands
+    double scale, shift;
+  };
+
+#ifdef JK_WITH_CUDA
+  // Makes the missing ones of the wanted bfloat16 piece layouts: as a left (nb, n, 6n) and as a
+  // right (nb, 6n, n) operand of a product.
+  void split(bool want_left, bool want_right) {
+    State& s = *s_;
+    const int64_t nb = s.source.size(0), n = s.source.size(1);
+    const at::TensorOptions options = s.source.options().dtype(at::kBFloat16);
+    at::Tensor new_left, new_right;
+    if (want_left && !s.left.defined()) new_left = s.left = at::empty({nb, n, kSplitTerms * n}, options);
+    if (want_right && !s.right.defined()) new_right = s.right = at::empty({nb, kSplitTerms * n, n}, options);
+    if (new_left.defined() || new_right.defined()) split_bf16x3_cuda(s.source, s.scale, s.shift, new_left, new_right);
+  }
+#endif
+
+  std::shared_ptr<State> s_;
+};
+
+// T^p by repeated squaring: 2 products for p = 4, 3 for p = 8.
+Factor power(const Factor& T, int64_t p) {
+  std::optional<Factor> result;
+  Factor base = T;
+  while (true) {
+    if (p & 1) result = result ? Factor(product(*result, base)) : base;
+    p >>= 1;
+    if (p == 0) return *result;
+    base = Factor(product(base, base));
+  }
+}
+
 }  // namespace
 
 // Coupled Newton iteration for (A + eps I)^(-1/p) (Guo & Higham 2006), scaled per step:
@@ -163,7 +224,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const int64_t nb = c10::multiply_integers(batch);
   if (nb == 0 || n == 0) return {at::empty(A_in.sizes(), A_in.options()), at::zeros(batch, A_in.options())};
 
-  const at::NoTF32Guard no_tf32;  // float32 products in full precision, whatever the global flag says
+  const at::NoTF32Guard no_tf32;  // float32 at::bmm in full precision, whatever the global flag says
   const at::Tensor A = A_in.contiguous().view({nb, n, n});
   const bool is_double = A.scalar_type() == at::kDouble;
   if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
@@ -172,27 +233,32 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
 
   const at::Tensor u = at::linalg_vector_norm(A.view({nb, n * n}), 2, at::IntArrayRef{1}).add(eps);  // (nb,)
   const at::Tensor inv_u = u.reciprocal(), x0 = u.pow(-1.0 / static_cast<double>(p));
-  at::Tensor M = at::empty({nb, n, n}, A.options());
-  eye_axpy(M, A, inv_u, 1.0, inv_u, eps);  // M_0 = (A + eps I) / u
-  at::Tensor X, residual;
+  at::Tensor M0 = at::empty({nb, n, n}, A.options());
+  eye_axpy(M0, A, inv_u, 1.0, inv_u, eps);  // M_0 = (A + eps I) / u
+  Factor M(M0);
+  std::optional<Factor> X;
+  at::Tensor residual;
   for (int64_t k = 0; k < steps; ++k) {
     const double a = alphas[k], a_root = std::pow(a, 1.0 / static_cast<double>(p));
-    at::Tensor T = at::empty_like(M);
-    eye_axpy(T, M, {}, -a_root * a / p, {}, a_root * (p + 1) / p);
+    Factor T(M.value(), -a_root * a / p, a_root * (p + 1) / p);
+    std::optional<Factor> T_p;
+    if (k < steps - 1) T_p = power(T, p);  // first: T @ T splits T once for both sides
     if (k == 0) {
-      X = at::empty_like(M);
-      eye_axpy(X, T, x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
+      at::Tensor X1 = at::empty_like(M0);
+      eye_axpy(X1, T.value(), x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
+      X.emplace(X1);
     } else {
-      X = at::bmm(X, T);
+      X.emplace(product(*X, T));
     }
     if (k == steps - 1) {
-      at::Tensor R = at::empty_like(M);
-      eye_axpy(R, M, {}, 1.0, {}, -1.0);
+      at::Tensor R = at::empty_like(M0);
+      eye_axpy(R, M.value(), {}, 1.0, {}, -1.0);
       residual = at::linalg_vector_norm(R.view({nb, n * n}), 2, at::IntArrayRef{1});
       break;  // the last M is never used
     }
-    M = at::bmm(bmm_power(T, p), M);
+    M = Factor(product(*T_p, M));
   }
+  at::Tensor X_out = X->value();
 
   // Diagonal input (n = 1, A = I, ...): the exact elementwise answer, as the reference
   // computes it (eigenvalues clamped at 0), and residual 0. Decided on the device: no sync.
@@ -200,9 +266,9 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const at::Tensor off_diag = A.abs().sum(at::IntArrayRef{1, 2}).sub(diag.abs().sum(at::IntArrayRef{1}));
   const at::Tensor is_diag = off_diag.eq(0);
   const at::Tensor X_diag = at::diag_embed(diag.clamp_min(0).add(eps).pow(-1.0 / static_cast<double>(p)));
-  X = at::where(is_diag.view({nb, 1, 1}), X_diag, X);
+  X_out = at::where(is_diag.view({nb, 1, 1}), X_diag, X_out);
   residual = residual.masked_fill(is_diag, 0);
-  return {X.view(A_in.sizes()), residual.view(batch)};
+  return {X_out.view(A_in.sizes()), residual.view(batch)};
 }
 
 // ---------------------------------------------------------------- kron, per-sample grads

@@ -3,20 +3,25 @@
 //
 // Design (what bounds each op, and how the kernels are written to reach it):
 // - matrix_inverse_root is compute-bound: a scaled coupled Newton iteration whose cost is its
-//   matrix products (cuBLAS through at::bmm, TF32 off so float32 keeps its accuracy). The step
-//   count comes from (p, max_cond, dtype) on the host, so there is no sync and no
-//   data-dependent control flow; per-step scaling (linalg.cpp) cuts the steps for
-//   cond 1e5, p = 4 to 8 (4 products each, minus the first X and the last M product).
-//   The only elementwise work, T = c1 I - c2 M and friends, is one pass (eye_axpy below).
+//   matrix products (cuBLAS through at::bmm). Float32 products run on the bfloat16 tensor
+//   cores: each operand is split into 3 bfloat16 pieces (split_bf16x3_kernel) and the 6
+//   piece products that reach float32's precision form ONE bfloat16 GEMM over K = 6n with
+//   float32 accumulation (~4x the FLOPs at ~16x float32's rate: about 2-3x faster per product);
+//   float64 uses float64 cuBLAS. The step count comes from (p, max_cond, dtype) on the host, so
+//   there is no sync and no data-dependent control flow; per-step scaling (linalg.cpp) cuts the
+//   steps for cond 1e5, p = 4 to 8 (4 products each, minus the first X and the last M product).
+//   T = c1 I - c2 M is never formed on that path: the split kernel applies it as it reads M.
 // - kron and per_sample_grad_linear are write-bound: the output (nb, m*p, n*q) is written
-//   exactly once with 16-byte streaming stores, row by row; the inputs are tiny and served
-//   from L1/L2. Row and column positions are split once per thread and then advanced with
-//   carries, so the loops have no divisions; B is read with one vector load per 16-byte store
-//   when q % VEC == 0, and short rows give each thread 4 rows at a time (independent loads).
+//   exactly once with 16-byte streaming stores; the inputs are tiny and served from L1/L2.
+//   Long rows: one equal contiguous chunk of the output per block, one resident wave (no
+//   tail); short rows: row by row, each thread 4 rows at a time (independent loads). Row and
+//   column positions are split once per thread and then advanced with carries, so the loops
+//   have no divisions; B is read with one vector load per 16-byte store when q % VEC == 0.
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstring>
@@ -52,6 +57,55 @@ template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
+
+// The six bfloat16 products that make one float32 product: piece (left[t], right[t]) for
+// t = 0..5 of v = v0 + v1 + v2 and w likewise, i.e. v_i w_j for i + j <= 2 (the dropped
+// terms are below float32's rounding), smallest first so the float32 sums lose the least.
+__device__ constexpr int kLeftPiece[kSplitTerms] = {0, 1, 2, 0, 1, 0};
+__device__ constexpr int kRightPiece[kSplitTerms] = {2, 1, 0, 1, 0, 0};
+
+// v = scale * x + shift * I per (n, n) matrix, split into bfloat16 pieces v0 + v1 + v2 (each the
+// rounding of what the earlier ones leave: v - v0 and v - v0 - v1 are exact in float32), written
+// as a left operand (nb, n, 6n), row i = [pieces of row i in kLeftPiece order], and/or as a right
+// operand (nb, 6n, n) = the (n, n) pieces stacked in kRightPiece order. blockDim = (tx, ty): ty
+// rows per block, tx threads across a row, VEC columns each (VEC = 4: n % 4 == 0, 8-byte stores).
+template <int VEC>
+__global__ void __launch_bounds__(kThreads) split_bf16x3_kernel(const float* __restrict__ x, float scale, float shift,
+                                                              __nv_bfloat16* __restrict__ left,
+                                                              __nv_bfloat16* __restrict__ right, int64_t rows,
+                                                              int64_t n) {
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const int64_t b = row / n, i = row - b * n;
+    const float* x_row = x + row * n;
+    __nv_bfloat16* left_row = left ? left + row * kSplitTerms * n : nullptr;
+    __nv_bfloat16* right_row = right ? right + (b * kSplitTerms * n + i) * n : nullptr;  // + t * n * n
+    for (int64_t j = static_cast<int64_t>(threadIdx.x) * VEC; j < n; j += static_cast<int64_t>(blockDim.x) * VEC) {
+      float v[VEC];
+      if constexpr (VEC == 4) {
+        const float4 x4 = *reinterpret_cast<const float4*>(x_row + j);
+        v[0] = x4.x, v[1] = x4.y, v[2] = x4.z, v[3] = x4.w;
+      } else {
+        v[0] = x_row[j];
+      }
+      Pack<__nv_bfloat16, VEC> piece[3];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        float rest = scale * v[e] + (j + e == i ? shift : 0.0f);
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+          piece[k].v[e] = __float2bfloat16_rn(rest);
+          rest -= __bfloat162float(piece[k].v[e]);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kSplitTerms; ++t) {
+        if (left_row) *reinterpret_cast<Pack<__nv_bfloat16, VEC>*>(left_row + t * n + j) = piece[kLeftPiece[t]];
+        if (right_row) *reinterpret_cast<Pack<__nv_bfloat16, VEC>*>(right_row + t * n * n + j) = piece[kRightPiece[t]];
+      }
+    }
+  }
+}
 
 // Shapes of one kron launch, and the grid's row step pre-split on the host (see RowCursor).
 struct KronArgs {
@@ -169,7 +223,8 @@ __global__ void __launch_bounds__(kThreads) kron_kernel(T* __restrict__ out, con
   const int64_t j0 = div_small(c0, s.q), l0 = c0 - j0 * s.q;
   RowCursor cur((static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * R, s);
   if constexpr (R == 1) {
-    // Long rows: the thread walks its columns of each row.
+    // The thread walks its columns of each row (short rows: one at most; long rows take
+    // kron_chunk_kernel).
     for (; cur.valid(s); cur.advance(s)) {
       const T* a_row = A + cur.a_off;
       const T* b_row = B + cur.b_off;
@@ -209,6 +264,60 @@ __global__ void __launch_bounds__(kThreads) kron_kernel(T* __restrict__ out, con
   }
 }
 
+// Long rows (cols > blockDim.x * VEC): the output's VEC-wide vectors, in memory order, are cut
+// into one equal contiguous chunk per block, so a one-wave grid has no tail (rows would leave
+// blocks with 4 or 5 rows of work). Threads walk their chunk blockDim.x vectors at a time, each
+// store a coalesced 16-byte streaming store; position digits are split once, then carried.
+template <typename T, int VEC, bool kVecB>
+// (kVecB: 8 resident blocks of 256 threads per SM fit in 32 registers without spills.)
+__global__ void __launch_bounds__(kThreads, kVecB ? 8 : 1) kron_chunk_kernel(T* __restrict__ out, const T* __restrict__ A,
+                                                              const T* __restrict__ B, const KronArgs s,
+                                                              int64_t chunk) {
+  const int64_t vcols = s.cols / VEC, vectors = s.numel / VEC;
+  const int64_t chunk_end = (static_cast<int64_t>(blockIdx.x) + 1) * chunk;
+  const int64_t end = chunk_end < vectors ? chunk_end : vectors;
+  int64_t v = static_cast<int64_t>(blockIdx.x) * chunk + threadIdx.x;
+  if (v >= end) return;
+  const int64_t row = v / vcols;  // 64-bit divisions, once per thread
+  int64_t c = v - row * vcols;
+  int64_t j = c * VEC / s.q, l = c * VEC - j * s.q;
+  RowCursor cur(row, s);
+  for (; v < end; v += blockDim.x) {
+    store_pack<T, VEC>(out + cur.o_off + c * VEC, kron_pack<T, VEC, kVecB>(A + cur.a_off, B + cur.b_off, j, l, s.q));
+    c += blockDim.x;  // column VEC * c = j * q + l moves by blockDim.x * VEC = sj * q + sl
+    j += s.sj;
+    l += s.sl;
+    if (l >= s.q) {
+      l -= s.q;
+      ++j;
+    }
+    while (c >= vcols) {  // into the next row: column back by cols = n * q
+      c -= vcols;
+      j -= s.n;
+      cur.next(s);
+    }
+  }
+}
+
+template <typename T, int VEC, bool kVecB>
+void launch_kron_chunks(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B, const KronArgs& s) {
+  TORCH_INTERNAL_ASSERT(s.numel / s.cols <= INT32_MAX, "kron: too many rows for the 32-bit row split");
+  static const int per_sm = [] {
+    int count = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kron_chunk_kernel<T, VEC, kVecB>, kThreads, 0));
+    return std::max(count, 1);
+  }();
+  const int64_t vectors = s.numel / VEC;
+  const int64_t wave = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * per_sm;
+  const int64_t blocks_wanted = std::min<int64_t>((vectors + kThreads - 1) / kThreads, wave);
+  // Chunks of whole warps of vectors (aligned 512-byte stores for 16-byte vectors).
+  const int64_t chunk = ((vectors + blocks_wanted - 1) / blocks_wanted + 31) / 32 * 32;
+  const int64_t blocks = (vectors + chunk - 1) / chunk;
+  kron_chunk_kernel<T, VEC, kVecB><<<static_cast<unsigned>(blocks), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), s, chunk);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 template <typename T, int VEC, bool kVecB, int R>
 void launch_kron_rows(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B, KronArgs s, int tx,
                       int ty) {
@@ -240,13 +349,17 @@ void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B
   const int ty = kThreads / tx;
   s.sj = tx * VEC / s.q;
   s.sl = tx * VEC - s.sj * s.q;
+  if (vcols > kThreads) {  // long rows (tx = kThreads): equal chunks of the whole output
+    launch_kron_chunks<T, VEC, kVecB>(out, A, B, s);
+    return;
+  }
   if constexpr (kVecB) {  // (the element-wise path keeps R = 1: it is the rare q % VEC != 0 case)
     if (vcols <= tx) {
       launch_kron_rows<T, VEC, kVecB, 4>(out, A, B, s, tx, ty);  // one vector per thread and row: 4 rows at a time
       return;
     }
   }
-  launch_kron_rows<T, VEC, kVecB, 1>(out, A, B, s, tx, ty);  // several vectors per thread and row
+  launch_kron_rows<T, VEC, kVecB, 1>(out, A, B, s, tx, ty);  // short rows, B element by element
 }
 
 }  // namespace
@@ -265,6 +378,36 @@ void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor
         d_vec.defined() ? d_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(d_scale), nb, n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
+}
+
+void split_bf16x3_cuda(const at::Tensor& x, double scale, double shift, const at::Tensor& left,
+                       const at::Tensor& right) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t n = x.size(1), rows = x.size(0) * n;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const float* x_ptr = x.const_data_ptr<float>();
+  auto* left_ptr = left.defined() ? reinterpret_cast<__nv_bfloat16*>(left.mutable_data_ptr<at::BFloat16>()) : nullptr;
+  auto* right_ptr = right.defined() ? reinterpret_cast<__nv_bfloat16*>(right.mutable_data_ptr<at::BFloat16>()) : nullptr;
+  // Row starts are 16-byte (x) and 8-byte (pieces) aligned when n % 4 == 0 and the buffers are.
+  const bool vec4 = n % 4 == 0 && reinterpret_cast<uintptr_t>(x_ptr) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(left_ptr) % 8 == 0 && reinterpret_cast<uintptr_t>(right_ptr) % 8 == 0;
+  const int64_t row_vectors = vec4 ? n / 4 : n;
+  int tx = 32;
+  while (tx < kThreads && tx < row_vectors) tx *= 2;  // short rows: several rows per block
+  const dim3 block(tx, kThreads / tx);
+  // Enough blocks for the rows, at most one full wave (8 blocks of 256 threads per SM).
+  const int64_t blocks = std::min<int64_t>((rows + block.y - 1) / block.y,
+                                           static_cast<int64_t>(jk::multiprocessor_count(x.get_device())) * 8);
+  const auto launch = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(blocks), block, 0, stream>>>(x_ptr, static_cast<float>(scale),
+                                                                static_cast<float>(shift), left_ptr, right_ptr, rows, n);
+  };
+  if (vec4) {
+    launch(split_bf16x3_kernel<4>);
+  } else {
+    launch(split_bf16x3_kernel<1>);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 void kron_cuda(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {

@@ -14,6 +14,11 @@ C10_HOST_DEVICE inline T kron_mul(T a, T b) {
   return static_cast<T>(static_cast<acc_t>(a) * static_cast<acc_t>(b));
 }
 
+// Float32 products on the GPU's bfloat16 tensor cores: each operand v is split into bfloat16
+// pieces v0 + v1 + v2 (3 x 8 significant bits, about float32's 24) and the product is formed as
+// ONE bfloat16 GEMM with float32 accumulation over kSplitTerms pieces concatenated along K.
+constexpr int kSplitTerms = 6;
+
 #ifdef JK_WITH_CUDA
 // Launchers in linalg.cu. Arguments are checked by linalg.cpp: contiguous, one dtype and device.
 
@@ -21,6 +26,12 @@ C10_HOST_DEVICE inline T kron_mul(T a, T b) {
 // a[b] = a_scale * (a_vec defined ? a_vec[b] : 1), likewise d; in undefined means zeros.
 void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
                    const at::Tensor& d_vec, double d_scale);
+
+// The bfloat16 pieces of v = scale * x + shift * I for x (nb, n, n) float32, as the left operand
+// left (nb, n, kSplitTerms * n) and/or the right operand right (nb, kSplitTerms * n, n) of
+// at::bmm(left, right, at::kFloat) ~= v_left @ v_right. An undefined output is not written.
+void split_bf16x3_cuda(const at::Tensor& x, double scale, double shift, const at::Tensor& left,
+                       const at::Tensor& right);
 
 // out (nb, m*p, n*q) = per-batch kron(A (nb, m, n), B (nb, p, q)).
 void kron_cuda(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B);
