@@ -57,6 +57,41 @@ int64_t resident_grid(Kernel kernel, int threads, int64_t want, int device) {
   return std::max<int64_t>(1, std::min<int64_t>(want, wave));
 }
 
+// Streaming 16-byte accesses (ld/st.global.cs, evict-first): x is read once and outputs are
+// written once, so their lines should be the first to leave L2 (not, say, lines the next op
+// will read, or dirty lines whose write-back would then compete with our reads).
+template <typename V>
+__device__ __forceinline__ V load_streaming(const void* p) {
+  static_assert(sizeof(V) == sizeof(uint4), "16-byte vectors");
+  const uint4 u = __ldcs(reinterpret_cast<const uint4*>(p));
+  return *reinterpret_cast<const V*>(&u);
+}
+
+template <typename V>
+__device__ __forceinline__ void store_streaming(void* p, const V& v) {
+  static_assert(sizeof(V) == sizeof(uint4), "16-byte vectors");
+  __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
+}
+
+// ---------------------------------------------------------------- separable models: elementwise scores
+
+// The score of a model whose gradient at xᵢ sees only xᵢ (no row sums, no neighbours): an
+// elementwise op, so it goes through the shared flat launcher (jk::cuda_elementwise) whatever
+// the row width and alignment.
+template <typename M>
+struct SeparableScore {
+  M m;
+  int64_t D;
+  template <typename T>
+  __device__ T operator()(T x) const {
+    using A = at::opmath_type<T>;
+    return static_cast<T>(-m.grad(A(0), static_cast<A>(x), A(0), false, false, m.prepare(A(0), A(0), D)));
+  }
+};
+
+template <typename M>
+constexpr bool kSeparable = !M::kStats && !M::kNeighbours;
+
 // ---------------------------------------------------------------- local models: G lanes per row
 
 template <typename A>
@@ -240,7 +275,7 @@ __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x
     for (int u = 0; u < U; ++u) {
       const int64_t row = base + u * kRpw + g;
       if (row < B) {
-        v[u] = *reinterpret_cast<const Vec*>(x + row * D + l * V);
+        v[u] = load_streaming<Vec>(x + row * D + l * V);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) v[u].val[j] = T(0);
@@ -317,7 +352,7 @@ __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x
           o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v[u].val[j]), xn, j > 0 || l > 0, j + 1 < V || l + 1 < G, rc));
         }
         const int64_t row = base + u * kRpw + g;
-        if (row < B) *reinterpret_cast<Vec*>(out + row * D + l * V) = o;
+        if (row < B) store_streaming(out + row * D + l * V, o);
       }
     }
   }
@@ -327,8 +362,12 @@ template <typename T, int V, int G, bool kScore, typename M>
 void launch_local_tile(const at::Tensor& x, const at::Tensor& out, const M& m) {
   constexpr int K = G >= 4 ? 1 : 4 / G, kThreads = 256;
   const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
+  // One tile per block up to SMs × 256 blocks (past that they loop), as jk::cuda_elementwise
+  // launches: a one-wave grid-stride grid (resident_grid) measured 85% of the copy floor on
+  // the H200 for the harmonic score, where the same loads and stores through the flat
+  // launcher reach ~100% (relu_add); many short blocks also leave no partial last round.
+  const int64_t blocks = grid_size(B, rows_per_block, x.get_device(), 256);
   const auto kernel = local_tile_kernel<T, V, G, K, kScore, M>;
-  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
   kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(),
                                                                      B, m);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -344,24 +383,31 @@ bool with_row_vectors(int64_t D, int V, F&& f) {
   return false;
 }
 
+// Calls f(std::true_type{}) or f(std::false_type{}): a run-time flag as a compile-time one.
+template <typename F>
+void with_flag(bool flag, F&& f) {
+  flag ? f(std::true_type{}) : f(std::false_type{});
+}
+
 void local_rows_cuda(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score) {
   c10::cuda::CUDAGuard guard(x.device());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_local_cuda", [&] {
     using T = scalar_t;
     constexpr int kV = 16 / sizeof(T);
-    const bool vec = x.size(1) % kV == 0 && aligned16(x.const_data_ptr()) && (!score || aligned16(out.data_ptr()));
+    const int64_t D = x.size(1);
+    const bool vec = D % kV == 0 && aligned16(x.const_data_ptr()) && (!score || aligned16(out.data_ptr()));
     with_local_model<at::opmath_type<T>>(spec.kind, spec.p, [&](auto m) {
       using M = decltype(m);
-      const auto tile = [&](auto groups) {
-        constexpr int G = decltype(groups)::value;
-        score ? launch_local_tile<T, kV, G, true, M>(x, out, m) : launch_local_tile<T, kV, G, false, M>(x, out, m);
-      };
-      if (vec && with_row_vectors(x.size(1), kV, tile)) return;
-      if (vec) {
-        score ? launch_local_rows<T, kV, true>(x, out, m) : launch_local_rows<T, kV, false>(x, out, m);
-      } else {
-        score ? launch_local_rows<T, 1, true>(x, out, m) : launch_local_rows<T, 1, false>(x, out, m);
-      }
+      with_flag(score, [&](auto score_flag) {
+        constexpr bool kScore = decltype(score_flag)::value;
+        if constexpr (kScore && kSeparable<M>) {
+          jk::cuda_elementwise<T>(out, SeparableScore<M>{m, D}, x);
+        } else {
+          const auto tile = [&](auto groups) { launch_local_tile<T, kV, decltype(groups)::value, kScore, M>(x, out, m); };
+          if (vec && with_row_vectors(D, kV, tile)) return;
+          vec ? launch_local_rows<T, kV, kScore>(x, out, m) : launch_local_rows<T, 1, kScore>(x, out, m);
+        }
+      });
     });
   });
 }
@@ -748,7 +794,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
 #pragma unroll
       for (int u = 0; u < G; ++u) {
         const int64_t row = base + (k * G + u) * kRpw + g;
-        c[k][u] = row < B ? *reinterpret_cast<const uint4*>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
+        c[k][u] = row < B ? load_streaming<uint4>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
       }
     }
     A d[K][D];  // d = x − μ of this lane's rows base + (k·G + l)·kRpw + g
@@ -808,7 +854,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
 #pragma unroll
         for (int u = 0; u < G; ++u) {
           const int64_t row = base + (k * G + u) * kRpw + g;
-          if (row < B) *reinterpret_cast<uint4*>(out + row * D + l * V) = c[k][u];
+          if (row < B) store_streaming(out + row * D + l * V, c[k][u]);
         }
       }
     }
