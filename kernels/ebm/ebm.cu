@@ -8,6 +8,8 @@
 //   it in 16-byte vectors, so a warp reads 32 consecutive vectors (coalesced). Neighbours
 //   (Rosenbrock) come from the next/previous lane by shuffle, row sums (energies, Ackley's
 //   statistics) reduce inside the group by shuffles, and an energy is one store per row.
+//   Scores of separable models (the gradient at xᵢ sees only xᵢ) are flat elementwise ops
+//   on the shared launcher (elementwise.cuh).
 //   Periodic terms use cospif/sinpif with the 2π folded into the argument (ebm.h).
 // - The Gaussian ½dᵀPd for D <= 64: a lane group per row (16-byte loads), the row gathered by
 //   shuffles, ½(P + Pᵀ) padded in shared memory (kernel comment below); wider D: matmul (.cpp).
@@ -363,9 +365,9 @@ void launch_local_tile(const at::Tensor& x, const at::Tensor& out, const M& m) {
   constexpr int K = G >= 4 ? 1 : 4 / G, kThreads = 256;
   const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
   // One tile per block up to SMs × 256 blocks (past that they loop), as jk::cuda_elementwise
-  // launches: a one-wave grid-stride grid (resident_grid) measured 85% of the copy floor on
-  // the H200 for the harmonic score, where the same loads and stores through the flat
-  // launcher reach ~100% (relu_add); many short blocks also leave no partial last round.
+  // launches (relu_add: ~100% of the copy floor). With a one-wave grid-stride grid
+  // (resident_grid) the harmonic score, the same loads and stores, measured 85% on the H200
+  // (torch.compile's flat kernel ~93%); short blocks also leave no partial last round.
   const int64_t blocks = grid_size(B, rows_per_block, x.get_device(), 256);
   const auto kernel = local_tile_kernel<T, V, G, K, kScore, M>;
   kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(),
@@ -774,6 +776,27 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
   using P = Packed<D, Lds<A>::N>;
   __shared__ __align__(16) A q[P::kSize];
   __shared__ A mu[D];
+  const int lane = threadIdx.x & 31, l = lane & (G - 1), g = lane / G;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
+  // The chunks of the tile of rows from `base` (zeros past B).
+  const auto load_tile = [&](uint4 (&c)[K][G], int64_t base) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+      for (int u = 0; u < G; ++u) {
+        const int64_t row = base + (k * G + u) * kRpw + g;
+        c[k][u] = row < B ? load_streaming<uint4>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  // Energies: software pipeline. The tile a warp works on was loaded one iteration earlier, so
+  // its loads fly during the previous tile's math (the first one's during the Psym set-up
+  // below) and a warp always has a tile of loads in flight. Scores load at the top of the loop:
+  // with their y[D] the extra tile of registers would halve their occupancy (64 -> 87 regs).
+  uint4 c[K][G];
+  if constexpr (!kScore) load_tile(c, warp * kRows);
+
   for (int t = threadIdx.x; t < D * D; t += blockDim.x) {
     const int i = t / D, j = t % D;
     if (j >= P::first(i)) {
@@ -784,19 +807,8 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
   for (int t = threadIdx.x; t < D; t += blockDim.x) mu[t] = static_cast<A>(mean[t]);
   __syncthreads();
 
-  const int lane = threadIdx.x & 31, l = lane & (G - 1), g = lane / G;
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
-  for (int64_t base = warp * kRows; base < B; base += n_warps * kRows) {
-    uint4 c[K][G];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-#pragma unroll
-      for (int u = 0; u < G; ++u) {
-        const int64_t row = base + (k * G + u) * kRpw + g;
-        c[k][u] = row < B ? load_streaming<uint4>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
-      }
-    }
+  for (int64_t base = warp * kRows; base < B; base += stride) {
+    if constexpr (kScore) load_tile(c, base);
     A d[K][D];  // d = x − μ of this lane's rows base + (k·G + l)·kRpw + g
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -808,6 +820,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
         for (int j = 0; j < V; ++j) d[k][u * V + j] = static_cast<A>(v.val[j]) - mu[u * V + j];
       }
     }
+    if constexpr (!kScore) load_tile(c, base + stride);  // the next tile (no loads past B)
     if constexpr (!kScore) {
       A t[K][D];  // tᵢ = ½Pᵢᵢdᵢ + Σⱼ>ᵢ Pᵢⱼdⱼ (the diagonal is stored halved here)
 #pragma unroll
@@ -843,18 +856,19 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
       });
 #pragma unroll
       for (int k = 0; k < K; ++k) {
+        uint4 o[G];
 #pragma unroll
         for (int u = 0; u < G; ++u) {
           Vec v;
 #pragma unroll
           for (int j = 0; j < V; ++j) v.val[j] = static_cast<T>(-y[k][u * V + j]);
-          c[k][u] = *reinterpret_cast<const uint4*>(&v);
+          o[u] = *reinterpret_cast<const uint4*>(&v);
         }
-        group_transpose<G>(c[k], l);
+        group_transpose<G>(o, l);
 #pragma unroll
         for (int u = 0; u < G; ++u) {
           const int64_t row = base + (k * G + u) * kRpw + g;
-          if (row < B) store_streaming(out + row * D + l * V, c[k][u]);
+          if (row < B) store_streaming(out + row * D + l * V, o[u]);
         }
       }
     }
