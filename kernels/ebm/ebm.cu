@@ -820,8 +820,8 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
         for (int j = 0; j < V; ++j) d[k][u * V + j] = static_cast<A>(v.val[j]) - mu[u * V + j];
       }
     }
-    if constexpr (!kScore) load_tile(c, base + stride);  // the next tile (no loads past B)
     if constexpr (!kScore) {
+      load_tile(c, base + stride);  // the next tile (no loads past B)
       A t[K][D];  // tᵢ = ½Pᵢᵢdᵢ + Σⱼ>ᵢ Pᵢⱼdⱼ (the diagonal is stored halved here)
 #pragma unroll
       for (int k = 0; k < K; ++k) {
