@@ -555,7 +555,7 @@ def test_cuda_row_tiles_loop_past_the_grid_cap(model):
     # the blocks loop (grid-stride). float32, D = 16: 256 rows per tile.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     B = sms * 256 * 256 + 37
-    if torch.cuda.mem_get_info()[0] < 4 * B * 16 * 8:
+    if torch.cuda.mem_get_info()[0] < 8 * B * 16 * 8:  # ~9 GB: the float64 reference's temporaries
         pytest.skip("needs free GPU memory for the float64 reference")
     x = torch.randn(B, 16, device="cuda")
     params = PARAMS[model]
