@@ -511,3 +511,53 @@ def test_cuda_chain_statistics_wide_and_tiers(D):
     cov = ula_covariance(precision, 0.05, 0.7)
     idx = torch.arange(0, D, max(1, D // 8))  # a few coordinates keep the number of checks moderate
     assert_gaussian_samples(out[:, idx], mean[idx], cov[idx][:, idx])
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("model", ["double_well", "harmonic", "rastrigin"])
+def test_cuda_separable_scores_elementwise(dtype, model):
+    # Separable models' scores go through the flat elementwise launcher: a size that is not a
+    # multiple of the vector width (scalar tail), a misaligned input (scalar path) and a size
+    # over one tile of blocks.
+    params = PARAMS[model]
+    for B, D, offset in [(3, 7, 0), (1001, 16, 0), (1001, 16, 1), (70001, 5, 0)]:
+        flat = torch.randn(B * D + offset, device="cuda").to(dtype)
+        x = flat[offset:].view(B, D)
+        expected = ref.autograd_score(ref.ENERGIES[model], x.double(), **params)
+        assert_close_scaled(ebm.score(x, model, **params), expected, dtype)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("D", [8, 16, 32, 64])
+def test_cuda_row_tiles_many_blocks_and_tails(dtype, D):
+    # Rows of 2/4/8 vectors take the tile kernels (one tile of rows per block); B not a multiple
+    # of a block's rows leaves a partial last tile, and 2^17 + 37 rows spread over many blocks.
+    torch.manual_seed(D)
+    mean, precision = torch.randn(D, device="cuda").to(dtype), spd(D, dtype, "cuda")
+    for B in [1, 300, 2 ** 17 + 37]:
+        x = torch.randn(B, D, device="cuda").to(dtype)
+        for model in LOCAL:
+            params = PARAMS[model]
+            assert_close_scaled(ebm.energy(x, model, **params), ref.ENERGIES[model](x.double(), **params), dtype)
+            assert_close_scaled(ebm.score(x, model, **params),
+                                ref.autograd_score(ref.ENERGIES[model], x.double(), **params), dtype)
+        args64 = (x.double(), mean.double(), precision.double())
+        assert_close_scaled(ebm.gaussian_energy(x, mean, precision), ref.gaussian_energy(*args64), dtype)
+        assert_close_scaled(ebm.gaussian_score(x, mean, precision), ref.gaussian_score(*args64), dtype)
+
+
+@needs_cuda
+@pytest.mark.parametrize("model", ["rosenbrock", "ackley"])
+def test_cuda_row_tiles_loop_past_the_grid_cap(model):
+    # The tile kernels launch one tile of rows per block up to 256 blocks per SM; more rows make
+    # the blocks loop (grid-stride). float32, D = 16: 256 rows per tile.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    B = sms * 256 * 256 + 37
+    if torch.cuda.mem_get_info()[0] < 8 * B * 16 * 8:  # ~9 GB: the float64 reference's temporaries
+        pytest.skip("needs free GPU memory for the float64 reference")
+    x = torch.randn(B, 16, device="cuda")
+    params = PARAMS[model]
+    assert_close_scaled(ebm.energy(x, model, **params), ref.ENERGIES[model](x.double(), **params), torch.float32)
+    assert_close_scaled(ebm.score(x, model, **params), ref.SCORES[model](x.double(), **params), torch.float32)
