@@ -2,10 +2,12 @@
 // sampling.cpp, which keeps this file's includes, and so its cold nvcc time, small).
 //
 // - normal: the floor is writing n*d outputs once, and the arithmetic is what limits, so per output
-//   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs) and of
-//   a Box-Muller pair (MUFU log2/sqrt/sin/cos), one FMA, a convert and a 16-byte store. The grid stride
-//   is a multiple of d's period, so a thread's columns never change: its mean/std live in registers.
-//   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
+//   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs), of a
+//   Box-Muller pair (2 MUFU ops: log2, sqrt; the sine and cosine are polynomials on the FMA pipe,
+//   see sampling.h), one FMA, a convert (two 16-bit outputs per convert) and a 16-byte store. The
+//   grid is one wave of resident blocks and its stride a multiple of d's period, so a thread's
+//   columns never change: its mean/std live in registers. Draws are reserved from PyTorch's
+//   generator and read on the device (CUDA-graph safe, no host sync).
 // - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Every step is
 //   many blocks, nothing waits on the host, 7 launches for 32-bit score keys:
 //   1. memset of the counters;
@@ -20,6 +22,8 @@
 //   5. merge: float64, fixed order (deterministic), blend with the old mean/std.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <numeric>
@@ -36,6 +40,19 @@ namespace {
 // ---------------------------------------------------------------- normal
 
 constexpr int kNormalThreads = 256;
+
+// Two outputs rounded into the 16-bit halves of one word (one F2FP per pair for bf16/half).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, at::BFloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    static_assert(std::is_same_v<T, at::Half>, "16-bit outputs are bfloat16 or half");
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
 
 // Thread t makes Philox calls t, t + stride, ... (kPer outputs each); stride * kPer is a multiple of d.
 template <typename T, typename P>
@@ -58,18 +75,32 @@ __global__ void __launch_bounds__(kNormalThreads)
   for (int64_t c = first_call; c < calls; c += stride) {
     float z[kPer];
     normals<kPer>(seed, static_cast<uint64_t>(c), z);
-    alignas(16) T v[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) v[j] = static_cast<T>(m[j] + s[j] * static_cast<P>(z[j]));
     const int64_t i0 = c * kPer;
-    if (vector && i0 + kPer <= total) {
-      uint4* dst = reinterpret_cast<uint4*>(out + i0);
+    if constexpr (sizeof(T) == 2) {
+      alignas(16) uint32_t v[kPer / 2];  // 8 outputs: one 16-byte store
 #pragma unroll
-      for (int q = 0; q < static_cast<int>(sizeof(v) / 16); ++q) dst[q] = reinterpret_cast<const uint4*>(v)[q];
+      for (int j = 0; j < kPer; j += 2) v[j / 2] = pack2<T>(m[j] + s[j] * z[j], m[j + 1] + s[j + 1] * z[j + 1]);
+      if (vector && i0 + kPer <= total) {
+        *reinterpret_cast<uint4*>(out + i0) = *reinterpret_cast<const uint4*>(v);
+      } else {
+        const T* t = reinterpret_cast<const T*>(v);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          if (i0 + j < total) out[i0 + j] = t[j];
+      }
     } else {
+      alignas(16) T v[kPer];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j)
-        if (i0 + j < total) out[i0 + j] = v[j];
+      for (int j = 0; j < kPer; ++j) v[j] = static_cast<T>(m[j] + s[j] * static_cast<P>(z[j]));
+      if (vector && i0 + kPer <= total) {
+        uint4* dst = reinterpret_cast<uint4*>(out + i0);
+#pragma unroll
+        for (int q = 0; q < static_cast<int>(sizeof(v) / 16); ++q) dst[q] = reinterpret_cast<const uint4*>(v)[q];
+      } else {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          if (i0 + j < total) out[i0 + j] = v[j];
+      }
     }
   }
 }
@@ -85,17 +116,26 @@ void normal_cuda(const at::Tensor& out, const at::Tensor& mean, const at::Tensor
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "normal_cuda", [&] {
     using P = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     constexpr int kPer = normals_per_call<scalar_t>();
+    const auto kernel = normal_kernel<scalar_t, P>;
+    // Blocks that fit on an SM at once (registers decide): the grid is at most one full wave, so
+    // no SM gets a second, partial round of blocks (whose threads each run the whole loop).
+    static const int resident_blocks = [&] {
+      int blocks_per_sm = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kNormalThreads, 0));
+      return std::max(blocks_per_sm, 1);
+    }();
     const int64_t calls = (total + kPer - 1) / kPer;
     // The smallest number of calls whose outputs span whole rows; the stride is the multiple of it
     // closest to one full wave of resident threads (or every call, if fewer).
     const int64_t period = d / std::gcd<int64_t>(d, kPer);
-    const int64_t stride = std::min(calls, period * std::max<int64_t>(1, int64_t(sms) * 2048 / period));
+    const int64_t wave = static_cast<int64_t>(sms) * resident_blocks * kNormalThreads;
+    const int64_t stride = std::min(calls, period * std::max<int64_t>(1, wave / period));
     const int64_t blocks = (stride + kNormalThreads - 1) / kNormalThreads;
     const at::PhiloxCudaState philox = jk::cuda_philox_state(static_cast<uint64_t>(calls) * 4, generator);
     scalar_t* out_ptr = out.mutable_data_ptr<scalar_t>();
     const bool vector = reinterpret_cast<uintptr_t>(out_ptr) % 16 == 0;
-    normal_kernel<scalar_t, P><<<blocks, kNormalThreads, 0, stream>>>(
-        out_ptr, mean.const_data_ptr<P>(), std.const_data_ptr<P>(), total, d, stride, vector, philox);
+    kernel<<<blocks, kNormalThreads, 0, stream>>>(out_ptr, mean.const_data_ptr<P>(), std.const_data_ptr<P>(), total,
+                                                  d, stride, vector, philox);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }

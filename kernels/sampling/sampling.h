@@ -7,14 +7,22 @@
 #include <cstring>
 #include <type_traits>
 
+#include "fast_math.cuh"
 #include "philox.h"
 
 namespace sampling {
 
 // Draws for `normal`. Element i of the flattened (n, d) output is lane i % kPer of Philox call
 // i / kPer, on CPU and CUDA alike, so every element gets its own independent N(0, 1): kPer = 4
-// (one 32-bit uniform per Box-Muller input) for float32/float64 outputs, 8 (16-bit uniforms, plenty
-// for a 16-bit result; |z| <= 4.7) for float16/bfloat16, so a 16-bit output costs half the Philox work.
+// (32 bits per Box-Muller input) for float32/float64 outputs, 8 (16 bits per input, plenty for a
+// 16-bit result; |z| <= 4.86) for float16/bfloat16, so a 16-bit output costs half the Philox work.
+//
+// Box-Muller: z = r (cos θ, sin θ), r = sqrt(-2 ln u). On the GPU the limit is the MUFU unit (16
+// results per clock per SM; log2, sqrt, sin, cos all go there), so only log2 and sqrt use it and
+// the point on the circle comes from polynomials on the FMA pipe (jk::sincos_quarter): θ's bits
+// give an angle x in the quarter (-π/4, π/4), and two more bits swap the pair and negate the
+// cosine; those four images of the quarter tile the circle, so θ is uniform (on a grid of 2^16
+// angles for 16-bit outputs, 2^24 for 32-bit ones). The CPU takes the same bits through std::.
 template <typename T>
 constexpr int normals_per_call() {
   return sizeof(T) == 2 ? 8 : 4;
@@ -30,45 +38,77 @@ C10_HOST_DEVICE inline float bits_as_float(uint32_t bits) {
 #endif
 }
 
+C10_HOST_DEVICE inline uint32_t float_as_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(f));
+  return bits;
+#endif
+}
+
 // A uniform in (0, 1] from the top 23 bits: 2 - [1, 2) built from the mantissa (no int->float convert).
 C10_HOST_DEVICE inline float uniform_hi23(uint32_t bits) {
   return 2.0f - bits_as_float(0x3f800000u | (bits >> 9));
 }
 
-// A uniform in (0, 1] from 16 bits (the low half of `bits`): steps of 2^-16.
-C10_HOST_DEVICE inline float uniform_lo16(uint32_t bits) {
-  return 2.0f - bits_as_float(0x3f800000u | ((bits & 0xffffu) << 7));
+// A uniform in (0, 1) from the top 16 bits k: (k + ½) 2^-16, exactly. f = 1 + k 2^-23 from the
+// mantissa, then 128 f - (128 - 2^-17) (exact: both steps are representable).
+C10_HOST_DEVICE inline float uniform_hi16(uint32_t bits) {
+  const float f = bits_as_float(0x3f800000u | (bits >> 16));
+  return 128.0f * f - (128.0f - 0.00000762939453125f);
 }
 
-// Box-Muller: two independent N(0, 1) from a radius uniform u in (0, 1] and an angle uniform a.
-C10_HOST_DEVICE inline void box_muller(float u, float a, float* z0, float* z1) {
-  constexpr float kTwoPi = 6.283185307179586f;
+// Box-Muller's radius sqrt(-2 ln u) for u in (0, 1].
+C10_HOST_DEVICE inline float box_muller_radius(float u) {
 #ifdef __CUDA_ARCH__
-  // One MUFU op each (the compiler's sqrtf is the IEEE sequence); -2 ln u = -2 ln2 * log2 u.
-  float radius;
-  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(radius) : "f"(-1.3862943611198906f * __log2f(u)));
-  float s, c;
-  __sincosf(kTwoPi * a, &s, &c);
+  // One MUFU op each (the compiler's sqrtf and log2f are longer sequences; u is never subnormal,
+  // so .ftz changes nothing); -2 ln u = -2 ln2 * log2 u.
+  float log2_u, radius;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(log2_u) : "f"(u));
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(radius) : "f"(-1.3862943611198906f * log2_u));
+  return radius;
 #else
-  const float radius = std::sqrt(-2.0f * std::log(u));
-  const float s = std::sin(kTwoPi * a), c = std::cos(kTwoPi * a);
+  return std::sqrt(-2.0f * std::log(u));
 #endif
-  *z0 = radius * c;
-  *z1 = radius * s;
+}
+
+// r times a uniform point on the circle, from `bits`: bits 1..kAngleBits pick the angle
+// x = j π/2^(kAngleBits+2), j odd in (-2^kAngleBits, 2^kAngleBits), so |x| < π/4; bit 0 swaps the
+// two outputs; bit `negate_bit` negates the cosine. (The odd j is built exactly as a float:
+// 2^23 + j + 2^kAngleBits from the mantissa, minus 2^23 + 2^kAngleBits.)
+template <int kAngleBits, int kNegateBit>
+C10_HOST_DEVICE inline void circle_point(uint32_t bits, float r, float* z0, float* z1) {
+  static_assert(kAngleBits >= 1 && kAngleBits <= 22 && kNegateBit > kAngleBits && kNegateBit < 32, "bit layout");
+  constexpr uint32_t kAngleMask = ((1u << kAngleBits) - 1u) << 1;
+  constexpr float kOffset = 8388608.0f + float(1u << kAngleBits);  // 2^23 + 2^kAngleBits
+  constexpr float kStep = 0.78539816339744831f / float(1u << kAngleBits);  // (π/4) / 2^kAngleBits
+  const float j = bits_as_float(0x4b000001u | (bits & kAngleMask)) - kOffset;
+  float s, c;
+  jk::sincos_quarter(j * kStep, &s, &c);
+  c = bits_as_float(float_as_bits(c) ^ ((bits << (31 - kNegateBit)) & 0x80000000u));
+  const bool swap = bits & 1u;
+  *z0 = r * (swap ? s : c);
+  *z1 = r * (swap ? c : s);
 }
 
 // The kPer normals of Philox call `call` (counter offset / 4 + call of the op's reserved range).
+// 32-bit: pairs (x, y), (z, w): radius from x's top 23 bits, angle from y (22 bits, swap bit 0,
+// negate bit 31). 16-bit: each word is a pair: radius from its top 16 bits, angle from the low 16
+// (14 bits, swap bit 0, negate bit 15).
 template <int kPer>
 C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, float* z) {
   const jk::Uint4 r = jk::philox4x32_10(s.seed, s.offset / 4 + call, 0);
   if constexpr (kPer == 4) {
-    box_muller(uniform_hi23(r.x), uniform_hi23(r.y), &z[0], &z[1]);
-    box_muller(uniform_hi23(r.z), uniform_hi23(r.w), &z[2], &z[3]);
+    circle_point<22, 31>(r.y, box_muller_radius(uniform_hi23(r.x)), &z[0], &z[1]);
+    circle_point<22, 31>(r.w, box_muller_radius(uniform_hi23(r.z)), &z[2], &z[3]);
   } else {
     static_assert(kPer == 8, "4 or 8 normals per Philox call");
     const uint32_t w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
-    for (int q = 0; q < 4; ++q) box_muller(uniform_lo16(w[q]), uniform_lo16(w[q] >> 16), &z[2 * q], &z[2 * q + 1]);
+    for (int q = 0; q < 4; ++q)
+      circle_point<14, 15>(w[q], box_muller_radius(uniform_hi16(w[q])), &z[2 * q], &z[2 * q + 1]);
   }
 }
 
