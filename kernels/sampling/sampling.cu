@@ -9,8 +9,9 @@
 //   columns never change: its mean/std live in registers. Draws are reserved from PyTorch's
 //   generator and read on the device (CUDA-graph safe, no host sync).
 // - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Every step is
-//   many blocks, nothing waits on the host, 7 launches for 32-bit score keys:
-//   1. memset of the counters;
+//   many blocks, nothing waits on the host, 7 kernels for 32-bit score keys, each after the first a
+//   programmatic dependent launch (its launch overlaps the previous kernel; see launch_after_previous):
+//   1. zero the counters;
 //   2. exact radix select of the n_elite-th smallest order key, 11 bits per pass (3 passes for
 //      float/half/bf16 scores, 6 for float64): a multi-block histogram whose last block picks the bin;
 //   3. the elite list: row indices in ascending order (ties at the threshold to the lowest indices),
@@ -155,6 +156,47 @@ constexpr int kStatsCols = 4;  // columns per thread (strided by the block width
 constexpr int kStatsRows = 8;  // elite rows whose loads are issued before they are used
 constexpr int kMergeWarps = 32;
 
+// Programmatic dependent launch (sm_90+): each cem_update kernel after the first is launched with
+// programmatic stream serialization, so its launch and block start-up overlap the previous kernel;
+// it waits (griddepcontrol.wait: the previous grid has completed and its writes are visible) before
+// it touches global memory, and lets the next kernel launch as soon as all of its own blocks run.
+// Without the launch attribute (or before sm_90) both are no-ops and the stream order is the usual.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void let_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+// The counters of one cem_update (its scratch is fresh from the allocator): launched in plain stream
+// order, like a memset, but a kernel, so the first select pass can be a dependent launch.
+__global__ void zero_words_kernel(unsigned long long* __restrict__ words, int64_t count) {
+  let_next_kernel_launch();
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    words[i] = 0ull;
+}
+
 // Exclusive prefix sum over a block of kSelectThreads; *total gets the block's sum.
 template <typename T>
 __device__ __forceinline__ T block_exclusive_scan(T value, T* scratch, T* total) {
@@ -190,6 +232,8 @@ __global__ void __launch_bounds__(kSelectThreads)
     select_pass_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int pass, int shift, int bits,
                        int64_t n_elite, unsigned long long* __restrict__ hist_all,
                        unsigned long long* __restrict__ state, unsigned int* __restrict__ done) {
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
   using K = typename KeyOf<S>::key;
   using R = typename KeyOf<S>::real;
   __shared__ unsigned int hist[kMaxBins];
@@ -283,6 +327,8 @@ __global__ void __launch_bounds__(kSelectThreads)
     elite_list_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t tiles,
                       const unsigned long long* __restrict__ final_state, unsigned long long* chunk_counts,
                       unsigned int* __restrict__ ticket, int64_t* __restrict__ list) {
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
   using K = typename KeyOf<S>::key;
   __shared__ unsigned int s_chunk;
   __shared__ unsigned int scan_scratch[kSelectThreads / 32];
@@ -362,6 +408,8 @@ template <typename T, typename A>
 __global__ void __launch_bounds__(kStatsThreads)
     elite_stats_kernel(const T* __restrict__ x, int64_t d, const int64_t* __restrict__ list, int64_t n_elite,
                        int64_t parts, A* __restrict__ part_mean, A* __restrict__ part_m2) {
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
   const int64_t part = blockIdx.y;
   const int64_t r0 = part * n_elite / parts, r1 = (part + 1) * n_elite / parts;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * blockDim.x * kStatsCols + threadIdx.x;
@@ -423,6 +471,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
     elite_merge_kernel(const A* __restrict__ part_mean, const A* __restrict__ part_m2, int64_t d, int64_t n_elite,
                        int64_t parts, const T* __restrict__ old_mean, const T* __restrict__ old_std,
                        double smoothing, double min_std, T* __restrict__ new_mean, T* __restrict__ new_std) {
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
   __shared__ double s_sum[kMergeWarps][32], s_m2[kMergeWarps][32];
   __shared__ double s_mean[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -506,7 +556,9 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
   const at::Tensor scratch = at::empty({off_part + 2 * part_words}, samples.options().dtype(at::kLong));
   auto* base = reinterpret_cast<unsigned long long*>(scratch.mutable_data_ptr<int64_t>());
   auto stream = c10::cuda::getCurrentCUDAStream();
-  C10_CUDA_CHECK(cudaMemsetAsync(base, 0, zeroed * sizeof(unsigned long long), stream));
+  zero_words_kernel<<<static_cast<unsigned>(std::min<int64_t>((zeroed + 255) / 256, sms)), 256, 0, stream>>>(base,
+                                                                                                          zeroed);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   auto* done = reinterpret_cast<unsigned int*>(base + off_done);  // passes counters, then the list ticket
   auto* list = reinterpret_cast<int64_t*>(base + off_list);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, scores.scalar_type(), "cem_select_cuda", [&] {
@@ -515,25 +567,22 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
     for (int p = 0; p < passes; ++p) {
       const int bits = std::min(kDigitBits, shift);
       shift -= bits;
-      select_pass_kernel<scalar_t><<<blocks, kSelectThreads, 0, stream>>>(
-          sp, n, maximize, p, shift, bits, n_elite, base + off_hist, base + off_state, done);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      launch_after_previous(select_pass_kernel<scalar_t>, dim3(blocks), dim3(kSelectThreads), stream, sp, n, maximize,
+                            p, shift, bits, n_elite, base + off_hist, base + off_state, done);
     }
-    elite_list_kernel<scalar_t><<<chunks, kSelectThreads, 0, stream>>>(
-        sp, n, maximize, tiles, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_after_previous(elite_list_kernel<scalar_t>, dim3(chunks), dim3(kSelectThreads), stream, sp, n, maximize,
+                          tiles, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
   });
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, samples.scalar_type(), "cem_stats_cuda", [&] {
     using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     A* part_mean = reinterpret_cast<A*>(base + off_part);
     A* part_m2 = reinterpret_cast<A*>(base + off_part + part_words);
-    elite_stats_kernel<scalar_t, A><<<dim3(segments, parts), threads, 0, stream>>>(
-        x.const_data_ptr<scalar_t>(), d, list, n_elite, parts, part_mean, part_m2);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    elite_merge_kernel<scalar_t, A><<<(d + 31) / 32, kMergeWarps * 32, 0, stream>>>(
-        part_mean, part_m2, d, n_elite, parts, m_old.const_data_ptr<scalar_t>(), s_old.const_data_ptr<scalar_t>(),
-        smoothing, min_std, new_mean.mutable_data_ptr<scalar_t>(), new_std.mutable_data_ptr<scalar_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_after_previous(elite_stats_kernel<scalar_t, A>, dim3(segments, parts), dim3(threads), stream,
+                          x.const_data_ptr<scalar_t>(), d, list, n_elite, parts, part_mean, part_m2);
+    launch_after_previous(elite_merge_kernel<scalar_t, A>, dim3((d + 31) / 32), dim3(kMergeWarps * 32), stream,
+                          part_mean, part_m2, d, n_elite, parts, m_old.const_data_ptr<scalar_t>(),
+                          s_old.const_data_ptr<scalar_t>(), smoothing, min_std, new_mean.mutable_data_ptr<scalar_t>(),
+                          new_std.mutable_data_ptr<scalar_t>());
   });
 }
 
