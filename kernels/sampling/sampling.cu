@@ -73,6 +73,8 @@ __global__ void __launch_bounds__(kNormalThreads)
     if (++col == d) col = 0;
   }
   const int64_t calls = (total + kPer - 1) / kPer;
+  // Two calls per trip: their Philox round keys (uniform registers, recomputed each trip) are shared.
+#pragma unroll 2
   for (int64_t c = first_call; c < calls; c += stride) {
     float z[kPer];
     normals<kPer>(seed, static_cast<uint64_t>(c), z);
