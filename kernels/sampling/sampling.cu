@@ -27,6 +27,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 
 #include "elementwise.cuh"  // jk::multiprocessor_count
@@ -175,6 +176,24 @@ __device__ __forceinline__ void let_next_kernel_launch() {
 #endif
 }
 
+__global__ void zero_words_kernel(unsigned long long* __restrict__ words, int64_t count);
+
+// Whether this file's kernels were compiled with the griddepcontrol instructions (PTX for sm_90 or
+// newer) for `device`: only then may they be launched as dependents (a kernel without the wait
+// would run alongside the previous one). Asked once per device.
+bool dependent_launch_ok(int device) {
+  static std::atomic<int> known[64];  // 0: not asked yet, 1: no, 2: yes
+  if (device < 0 || device >= 64) return false;
+  int state = known[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    cudaFuncAttributes attributes;
+    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, zero_words_kernel));
+    state = attributes.ptxVersion >= 90 ? 2 : 1;
+    known[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
+}
+
 template <typename... Params, typename... Args>
 void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
   cudaLaunchAttribute attribute[1];
@@ -186,7 +205,7 @@ void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, cud
   config.dynamicSmemBytes = 0;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = 1;
+  config.numAttrs = dependent_launch_ok(c10::cuda::current_device()) ? 1 : 0;
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
 }
 
