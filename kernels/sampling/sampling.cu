@@ -3,11 +3,11 @@
 //
 // - normal: the floor is writing n*d outputs once, and the arithmetic is what limits, so per output
 //   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs), of a
-//   Box-Muller pair (2 MUFU ops: log2, sqrt; the sine and cosine are polynomials on the FMA pipe,
-//   see sampling.h), one FMA, a convert (two 16-bit outputs per convert) and a 16-byte store. The
-//   grid is one wave of resident blocks and its stride a multiple of d's period, so a thread's
-//   columns never change: its mean/std live in registers. Draws are reserved from PyTorch's
-//   generator and read on the device (CUDA-graph safe, no host sync).
+//   Box-Muller pair (log2 and sqrt on the MUFU unit; sin and cos too for 32-bit outputs, by
+//   polynomials on the FMA pipe for 16-bit ones: see sampling.h), one FMA, a convert (one per two
+//   16-bit outputs) and a 16-byte store. The grid is one wave of resident blocks and its stride a
+//   multiple of d's period, so a thread's columns never change: its mean/std live in registers.
+//   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
 // - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Every step is
 //   many blocks, nothing waits on the host, 7 kernels for 32-bit score keys, each after the first a
 //   programmatic dependent launch (its launch overlaps the previous kernel; see launch_after_previous):

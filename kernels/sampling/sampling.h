@@ -17,12 +17,14 @@ namespace sampling {
 // (32 bits per Box-Muller input) for float32/float64 outputs, 8 (16 bits per input, plenty for a
 // 16-bit result; |z| <= 4.86) for float16/bfloat16, so a 16-bit output costs half the Philox work.
 //
-// Box-Muller: z = r (cos θ, sin θ), r = sqrt(-2 ln u). On the GPU the limit is the MUFU unit (16
-// results per clock per SM; log2, sqrt, sin, cos all go there), so only log2 and sqrt use it and
-// the point on the circle comes from polynomials on the FMA pipe (jk::sincos_quarter): θ's bits
-// give an angle x in the quarter (-π/4, π/4), and two more bits swap the pair and negate the
-// cosine; those four images of the quarter tile the circle, so θ is uniform (on a grid of 2^16
-// angles for 16-bit outputs, 2^24 for 32-bit ones). The CPU takes the same bits through std::.
+// Box-Muller: z = r (cos θ, sin θ), r = sqrt(-2 ln u). On the GPU log2, sqrt, sin and cos are
+// MUFU ops (16 results per clock per SM). 16-bit outputs: half the bytes per normal, so the MUFU
+// unit is what limits: only log2 and sqrt use it and the point on the circle comes from
+// polynomials on the FMA pipe (jk::sincos_quarter): θ's bits give an angle x in the quarter
+// (-π/4, π/4), and two more bits swap the pair and negate the cosine; those four images of the
+// quarter tile the circle, so θ is uniform on a grid of 2^16 angles. 32-bit outputs: writing memory
+// is what limits, and the polynomial's extra instructions would cost more than the MUFU ops they
+// save, so sin and cos stay MUFU ops there. The CPU takes the same bits through std::.
 template <typename T>
 constexpr int normals_per_call() {
   return sizeof(T) == 2 ? 8 : 4;
@@ -93,16 +95,29 @@ C10_HOST_DEVICE inline void circle_point(uint32_t bits, float r, float* z0, floa
   *z1 = r * (swap ? c : s);
 }
 
+// r times (cos 2πa, sin 2πa) (the 32-bit outputs' Box-Muller angle, a uniform).
+C10_HOST_DEVICE inline void circle_point_mufu(float a, float r, float* z0, float* z1) {
+  constexpr float kTwoPi = 6.283185307179586f;
+  float s, c;
+#ifdef __CUDA_ARCH__
+  __sincosf(kTwoPi * a, &s, &c);
+#else
+  s = std::sin(kTwoPi * a);
+  c = std::cos(kTwoPi * a);
+#endif
+  *z0 = r * c;
+  *z1 = r * s;
+}
+
 // The kPer normals of Philox call `call` (counter offset / 4 + call of the op's reserved range).
-// 32-bit: pairs (x, y), (z, w): radius from x's top 23 bits, angle from y (22 bits, swap bit 0,
-// negate bit 31). 16-bit: each word is a pair: radius from its top 16 bits, angle from the low 16
-// (14 bits, swap bit 0, negate bit 15).
+// 32-bit: pairs (x, y), (z, w): radius from x's top 23 bits, angle from y's. 16-bit: each word is a
+// pair: radius from its top 16 bits, angle from the low 16 (14 bits, swap bit 0, negate bit 15).
 template <int kPer>
 C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, float* z) {
   const jk::Uint4 r = jk::philox4x32_10(s.seed, s.offset / 4 + call, 0);
   if constexpr (kPer == 4) {
-    circle_point<22, 31>(r.y, box_muller_radius(uniform_hi23(r.x)), &z[0], &z[1]);
-    circle_point<22, 31>(r.w, box_muller_radius(uniform_hi23(r.z)), &z[2], &z[3]);
+    circle_point_mufu(uniform_hi23(r.y), box_muller_radius(uniform_hi23(r.x)), &z[0], &z[1]);
+    circle_point_mufu(uniform_hi23(r.w), box_muller_radius(uniform_hi23(r.z)), &z[2], &z[3]);
   } else {
     static_assert(kPer == 8, "4 or 8 normals per Philox call");
     const uint32_t w[4] = {r.x, r.y, r.z, r.w};
