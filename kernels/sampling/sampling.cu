@@ -543,8 +543,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 
 }  // namespace
 
-// Launches (no host sync): one memset of the counters, ceil(key bits / 11) select passes (3 for
-// 32-bit keys), the elite list, the statistics, the merge.
+// Launches (no host sync): the counters' zeroing, ceil(key bits / 11) select passes (3 for 32-bit
+// keys), the elite list, the statistics, the merge; all but the first as dependent launches.
 void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, const at::Tensor& samples,
                      const at::Tensor& scores, int64_t n_elite, const at::Tensor& mean, const at::Tensor& std,
                      double smoothing, double min_std, bool maximize) {
@@ -569,7 +569,7 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
       1, std::min<int64_t>(n_elite, 65535));
   const bool wide = samples.scalar_type() == at::kDouble;
   const int64_t acc_size = wide ? 8 : 4;
-  // One scratch buffer in 8-byte words; the first `zeroed` words are the counters (one memset).
+  // One scratch buffer in 8-byte words; the first `zeroed` words are the counters (zeroed first).
   const int64_t off_hist = 0, off_state = off_hist + passes * kMaxBins, off_done = off_state + 3 * (passes + 1);
   const int64_t off_counts = off_done + passes + 1, zeroed = off_counts + 2 * chunks;
   const int64_t off_list = zeroed, off_part = off_list + n_elite;
