@@ -70,6 +70,29 @@ def test_normal_pairs_are_uniform_on_the_circle(device, dtype):
         assert z.float().abs().max() <= 4.87  # 16-bit uniforms: |z| <= sqrt(2 ln 2^17) = 4.86
 
 
+def test_normal_16bit_and_32bit_draws_share_philox_calls(device):
+    # Call c of a 16-bit output (8 normals) and of a 32-bit one (4 normals) read the same four Philox
+    # words: the radius of 16-bit pair 0 comes from the top 16 bits of word x, that of 32-bit pair 0
+    # from its top 23 bits (u = 1 - top23 / 2^23). Recover top16 from the float32 pair and predict the
+    # bfloat16 pair's radius: this checks the CUDA kernel's own Philox (round keys kept in registers)
+    # against jk::philox4x32_10, which the 32-bit path uses.
+    mean, std, n = torch.zeros(8, device=device), torch.ones(8, device=device), 4096
+    torch.manual_seed(11)
+    wide = fam.normal(mean, std, n, dtype=torch.float32).double().cpu().flatten().view(-1, 4)
+    torch.manual_seed(11)
+    narrow = fam.normal(mean, std, n, dtype=torch.bfloat16).double().cpu().flatten().view(-1, 8)
+    calls = narrow.shape[0]
+    r2_wide = (wide[:calls, 0:2] ** 2).sum(1)
+    scaled = -torch.expm1(-r2_wide / 2) * 65536  # (1 - u) 2^16 = top23 / 2^7
+    top16 = scaled.floor()
+    clear = (scaled - top16 - 0.5).abs() < 0.4  # far from a step: top16 is certain
+    predicted = torch.sqrt(-2 * torch.log((top16 + 0.5) / 65536))
+    got = (narrow[:, 0:2] ** 2).sum(1).sqrt()
+    ok = (got - predicted).abs() <= 0.01 * predicted + 0.02
+    assert clear.sum() > calls * 0.7
+    assert ok[clear].all(), (got[clear][~ok[clear]][:5], predicted[clear][~ok[clear]][:5])
+
+
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_cuda_normal_16bit_tails_and_misaligned_out(dtype):

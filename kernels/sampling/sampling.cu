@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(kNormalThreads)
   const int64_t first_call = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (first_call >= stride) return;
   const jk::PhiloxSeed seed = jk::unpack_philox(philox);
+  const PhiloxKeyed draws(seed);  // 16-bit outputs: round keys in registers (32-bit: jk's, as it measured)
   P m[kPer], s[kPer];
   int64_t col = first_call * kPer % d;
 #pragma unroll
@@ -78,7 +79,8 @@ __global__ void __launch_bounds__(kNormalThreads)
 #pragma unroll 2
   for (int64_t c = first_call; c < calls; c += stride) {
     float z[kPer];
-    normals<kPer>(seed, static_cast<uint64_t>(c), z);
+    if constexpr (kPer == 8) normals_of<kPer>(draws(static_cast<uint64_t>(c)), z);
+    else normals<kPer>(seed, static_cast<uint64_t>(c), z);
     const int64_t i0 = c * kPer;
     if constexpr (sizeof(T) == 2) {
       alignas(16) uint32_t v[kPer / 2];  // 8 outputs: one 16-byte store

@@ -109,12 +109,48 @@ C10_HOST_DEVICE inline void circle_point_mufu(float a, float r, float* z0, float
   *z1 = r * s;
 }
 
-// The kPer normals of Philox call `call` (counter offset / 4 + call of the op's reserved range).
-// 32-bit: pairs (x, y), (z, w): radius from x's top 23 bits, angle from y's. 16-bit: each word is a
-// pair: radius from its top 16 bits, angle from the low 16 (14 bits, swap bit 0, negate bit 15).
+// Philox4x32-10 for one seed and subsequence 0: the rounds of jk::philox4x32_10 with the 20 round
+// keys computed once. A CUDA thread's loop over calls otherwise recomputes them every call (20 adds,
+// 8% of the 16-bit kernel's instructions by the SASS count); the empty asm keeps the compiler from
+// folding them back into the loop. test_sampling.py checks the 16-bit draws (this) against the
+// 32-bit ones (jk::philox4x32_10) call by call.
+struct PhiloxKeyed {
+  uint32_t k0[10], k1[10];
+  uint64_t first_counter;
+
+  C10_HOST_DEVICE explicit PhiloxKeyed(const jk::PhiloxSeed& s) : first_counter(s.offset / 4) {
+    uint32_t a = static_cast<uint32_t>(s.seed), b = static_cast<uint32_t>(s.seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+#ifdef __CUDA_ARCH__
+      asm volatile("" : "+r"(a), "+r"(b));
+#endif
+      k0[round] = a;
+      k1[round] = b;
+      a += 0x9E3779B9u;
+      b += 0xBB67AE85u;
+    }
+  }
+
+  // The four draws of call `call` (counter first_counter + call).
+  C10_HOST_DEVICE jk::Uint4 operator()(uint64_t call) const {
+    const uint64_t counter = first_counter + call;
+    jk::Uint4 c{static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0u, 0u};
+#pragma unroll
+    for (int round = 0; round < 10; ++round) {
+      uint32_t hi0, hi1;
+      const uint32_t lo0 = jk::mulhilo32(0xD2511F53u, c.x, &hi0);
+      const uint32_t lo1 = jk::mulhilo32(0xCD9E8D57u, c.z, &hi1);
+      c = jk::Uint4{hi1 ^ c.y ^ k0[round], lo1, hi0 ^ c.w ^ k1[round], lo0};
+    }
+    return c;
+  }
+};
+
+// The kPer normals of one Philox call's draws r. 32-bit: pairs (x, y), (z, w): radius from x's top
+// 23 bits, angle from y's. 16-bit: each word is a pair: radius from its top 16 bits, angle from the
+// low 16 (14 bits, swap bit 0, negate bit 15).
 template <int kPer>
-C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, float* z) {
-  const jk::Uint4 r = jk::philox4x32_10(s.seed, s.offset / 4 + call, 0);
+C10_HOST_DEVICE inline void normals_of(const jk::Uint4& r, float* z) {
   if constexpr (kPer == 4) {
     circle_point_mufu(uniform_hi23(r.y), box_muller_radius(uniform_hi23(r.x)), &z[0], &z[1]);
     circle_point_mufu(uniform_hi23(r.w), box_muller_radius(uniform_hi23(r.z)), &z[2], &z[3]);
@@ -125,6 +161,12 @@ C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, floa
     for (int q = 0; q < 4; ++q)
       circle_point<14, 15>(w[q], box_muller_radius(uniform_hi16(w[q])), &z[2 * q], &z[2 * q + 1]);
   }
+}
+
+// The kPer normals of Philox call `call` (counter offset / 4 + call of the op's reserved range).
+template <int kPer>
+C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, float* z) {
+  normals_of<kPer>(jk::philox4x32_10(s.seed, s.offset / 4 + call, 0), z);
 }
 
 // mean + std * z is computed as m + std * z with m = NaN where std < 0 (on CUDA the op cannot raise
