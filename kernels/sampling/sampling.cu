@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kNormalThreads)
   const int64_t first_call = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (first_call >= stride) return;
   const jk::PhiloxSeed seed = jk::unpack_philox(philox);
-  const PhiloxKeyed draws(seed);  // 16-bit outputs: round keys in registers (32-bit: jk's, as it measured)
+  const PhiloxKeyed draws(seed);  // used by 16-bit outputs (32-bit ones, memory-bound, call jk's Philox)
   P m[kPer], s[kPer];
   int64_t col = first_call * kPer % d;
 #pragma unroll
@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(kNormalThreads)
     if (++col == d) col = 0;
   }
   const int64_t calls = (total + kPer - 1) / kPer;
-  // Two calls per trip: their Philox round keys (uniform registers, recomputed each trip) are shared.
+  // Two calls per trip: the loop's bookkeeping (and, for 32-bit outputs, the Philox round keys the
+  // compiler recomputes each trip) serve both.
 #pragma unroll 2
   for (int64_t c = first_call; c < calls; c += stride) {
     float z[kPer];
