@@ -50,6 +50,66 @@ def test_normal_tails_look_gaussian(device):
         assert abs(frac - p) < 6 * math.sqrt(p * (1 - p) / z.numel()) + 1e-4, (k, frac)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_normal_pairs_are_uniform_on_the_circle(device, dtype):
+    # Box-Muller pairs (elements 2k, 2k+1): the angle is uniform (the quarter-turn polynomial, its
+    # swap and negate bits must tile the circle) and r^2 is Exp(1/2), whatever the output width
+    z = fam.normal(torch.zeros(8, device=device), torch.ones(8, device=device), 100000, dtype=dtype)
+    pairs = z.double().cpu().view(-1, 2)
+    angle = torch.atan2(pairs[:, 1], pairs[:, 0])
+    counts = torch.histc(angle, 64, -math.pi, math.pi)
+    expected = pairs.shape[0] / 64
+    chi2 = ((counts - expected) ** 2 / expected).sum().item()
+    assert chi2 < 120, chi2  # 63 degrees of freedom: mean 63, sd ~11
+    r2 = (pairs ** 2).sum(1)
+    for t in (1.0, 4.0, 9.0):
+        p = math.exp(-t / 2)
+        frac = (r2 > t).double().mean().item()
+        assert abs(frac - p) < 6 * math.sqrt(p * (1 - p) / r2.numel()) + 2e-3, (t, frac)
+    if dtype != torch.float32:
+        assert z.float().abs().max() <= 4.87  # 16-bit uniforms: |z| <= sqrt(2 ln 2^17) = 4.86
+
+
+def test_normal_16bit_and_32bit_draws_share_philox_calls(device):
+    # Call c of a 16-bit output (8 normals) and of a 32-bit one (4 normals) read the same four Philox
+    # words: the radius of 16-bit pair 0 comes from the top 16 bits of word x, that of 32-bit pair 0
+    # from its top 23 bits (u = 1 - top23 / 2^23). Recover top16 from the float32 pair and predict the
+    # bfloat16 pair's radius: this checks the CUDA kernel's own Philox (round keys kept in registers)
+    # against jk::philox4x32_10, which the 32-bit path uses.
+    mean, std, n = torch.zeros(8, device=device), torch.ones(8, device=device), 4096
+    torch.manual_seed(11)
+    wide = fam.normal(mean, std, n, dtype=torch.float32).double().cpu().flatten().view(-1, 4)
+    torch.manual_seed(11)
+    narrow = fam.normal(mean, std, n, dtype=torch.bfloat16).double().cpu().flatten().view(-1, 8)
+    calls = narrow.shape[0]
+    r2_wide = (wide[:calls, 0:2] ** 2).sum(1)
+    scaled = -torch.expm1(-r2_wide / 2) * 65536  # (1 - u) 2^16 = top23 / 2^7
+    top16 = scaled.floor()
+    clear = (scaled - top16 - 0.5).abs() < 0.4  # far from a step: top16 is certain
+    predicted = torch.sqrt(-2 * torch.log((top16 + 0.5) / 65536))
+    got = (narrow[:, 0:2] ** 2).sum(1).sqrt()
+    ok = (got - predicted).abs() <= 0.01 * predicted + 0.02
+    assert clear.sum() > calls * 0.7
+    assert ok[clear].all(), (got[clear][~ok[clear]][:5], predicted[clear][~ok[clear]][:5])
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_cuda_normal_16bit_tails_and_misaligned_out(dtype):
+    # 8 outputs per thread step: totals that end inside a step, and an out that is not 16-byte aligned,
+    # take the scalar path; std = 0 gives the mean rounded once, std > 0 finite draws
+    for n, d in ((333, 7), (1, 3), (5, 1), (1000, 9)):
+        mean = torch.randn(d, device="cuda")
+        buf = torch.full((n * d + 1,), float("nan"), dtype=dtype, device="cuda")
+        view = buf[1:].view(n, d)
+        fam.normal(mean, torch.zeros(d, device="cuda"), n, out=view)
+        assert torch.equal(view, mean.to(dtype).expand(n, d)) and torch.isnan(buf[0].float())
+        x = fam.normal(mean, torch.ones(d, device="cuda"), n, dtype=dtype)
+        assert torch.isfinite(x.float()).all()
+        if n * d >= 8:
+            assert not torch.equal(x.flatten()[:4], x.flatten()[4:8])
+
+
 def test_normal_sizes(device):
     one = fam.normal(torch.tensor([2.0], device=device), torch.tensor([0.0], device=device), 1)
     assert one.shape == (1, 1) and one.item() == 2.0

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "fast_math.cuh"
 #include "philox.h"
 
 namespace ebm {
@@ -42,49 +43,14 @@ struct RowConst {
   A c0, c1;
 };
 
-// cos(πt) and sin(πt). The argument reduction of a multiple of π is exact and cheap: t = n + r
-// with n = rint(t), |r| <= ½ (r is exact), cos(πt) = (−1)ⁿcos(πr), sin(πt) = (−1)ⁿsin(πr); the
-// 2π (or c) of a model is folded into t on the host. On the GPU, float: the Taylor polynomials
-// of cos(πr) and sin(πr)/r in r² through (πr)¹³ (truncation < 1e-9 for |πr| <= π/2, a few
-// 1e-7 in all after rounding), about 12 instructions where cospif/sinpif (which evaluate both
-// polynomials and select) take about 22; that is what decides whether Rastrigin's and Ackley's
-// energies are memory-bound. Double: cospi/sinpi. CPU: std::cos/std::sin.
-#ifdef __CUDA_ARCH__
-// (−1)ⁿ as the sign of p, for n = rint(t) (|n| >= 2^25 is even: floats there are even integers).
-__device__ __forceinline__ float times_parity(float p, float n) {
-  const float h = 0.5f * n;
-  return h != rintf(h) ? -p : p;
-}
-
-__device__ __forceinline__ float cos_pi_float(float t) {
-  const float n = rintf(t), r = t - n, z = r * r;
-  float p = 1.929574297e-03f;
-  p = fmaf(p, z, -2.580689080e-02f);
-  p = fmaf(p, z, 2.353306264e-01f);
-  p = fmaf(p, z, -1.335262775e+00f);
-  p = fmaf(p, z, 4.058712006e+00f);
-  p = fmaf(p, z, -4.934802055e+00f);
-  p = fmaf(p, z, 1.0f);
-  return times_parity(p, n);
-}
-
-__device__ __forceinline__ float sin_pi_float(float t) {
-  const float n = rintf(t), r = t - n, z = r * r;
-  float p = 4.663027939e-04f;
-  p = fmaf(p, z, -7.370430976e-03f);
-  p = fmaf(p, z, 8.214588463e-02f);
-  p = fmaf(p, z, -5.992645025e-01f);
-  p = fmaf(p, z, 2.550163984e+00f);
-  p = fmaf(p, z, -5.167712688e+00f);
-  p = fmaf(p, z, 3.141592741e+00f);
-  return times_parity(p * r, n);
-}
-#endif
-
+// cos(πt) and sin(πt): on the GPU, float, jk::cos_pi_float / jk::sin_pi_float (fast_math.cuh:
+// exact argument reduction, polynomials on the FMA pipe; that is what decides whether Rastrigin's
+// and Ackley's energies are memory-bound); the 2π (or c) of a model is folded into t on the host.
+// Double: cospi/sinpi. CPU: std::cos/std::sin.
 template <typename A>
 C10_HOST_DEVICE inline A cos_pi(A t) {
 #ifdef __CUDA_ARCH__
-  if constexpr (std::is_same<A, float>::value) return cos_pi_float(t); else return cospi(t);
+  if constexpr (std::is_same<A, float>::value) return jk::cos_pi_float(t); else return cospi(t);
 #else
   return std::cos(A(kPi) * t);
 #endif
@@ -93,7 +59,7 @@ C10_HOST_DEVICE inline A cos_pi(A t) {
 template <typename A>
 C10_HOST_DEVICE inline A sin_pi(A t) {
 #ifdef __CUDA_ARCH__
-  if constexpr (std::is_same<A, float>::value) return sin_pi_float(t); else return sinpi(t);
+  if constexpr (std::is_same<A, float>::value) return jk::sin_pi_float(t); else return sinpi(t);
 #else
   return std::sin(A(kPi) * t);
 #endif

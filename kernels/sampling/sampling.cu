@@ -2,13 +2,16 @@
 // sampling.cpp, which keeps this file's includes, and so its cold nvcc time, small).
 //
 // - normal: the floor is writing n*d outputs once, and the arithmetic is what limits, so per output
-//   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs) and of
-//   a Box-Muller pair (MUFU log2/sqrt/sin/cos), one FMA, a convert and a 16-byte store. The grid stride
-//   is a multiple of d's period, so a thread's columns never change: its mean/std live in registers.
+//   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs), of a
+//   Box-Muller pair (log2 and sqrt on the MUFU unit; sin and cos too for 32-bit outputs, by
+//   polynomials on the FMA pipe for 16-bit ones: see sampling.h), one FMA, a convert (one per two
+//   16-bit outputs) and a 16-byte store. The grid is one wave of resident blocks and its stride a
+//   multiple of d's period, so a thread's columns never change: its mean/std live in registers.
 //   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
 // - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Every step is
-//   many blocks, nothing waits on the host, 7 launches for 32-bit score keys:
-//   1. memset of the counters;
+//   many blocks, nothing waits on the host, 7 kernels for 32-bit score keys, each after the first a
+//   programmatic dependent launch (its launch overlaps the previous kernel; see launch_after_previous):
+//   1. zero the counters;
 //   2. exact radix select of the n_elite-th smallest order key, 11 bits per pass (3 passes for
 //      float/half/bf16 scores, 6 for float64): a multi-block histogram whose last block picks the bin;
 //   3. the elite list: row indices in ascending order (ties at the threshold to the lowest indices),
@@ -20,8 +23,11 @@
 //   5. merge: float64, fixed order (deterministic), blend with the old mean/std.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 
 #include "elementwise.cuh"  // jk::multiprocessor_count
@@ -37,6 +43,19 @@ namespace {
 
 constexpr int kNormalThreads = 256;
 
+// Two outputs rounded into the 16-bit halves of one word (one F2FP per pair for bf16/half).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, at::BFloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    static_assert(std::is_same_v<T, at::Half>, "16-bit outputs are bfloat16 or half");
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
 // Thread t makes Philox calls t, t + stride, ... (kPer outputs each); stride * kPer is a multiple of d.
 template <typename T, typename P>
 __global__ void __launch_bounds__(kNormalThreads)
@@ -46,6 +65,7 @@ __global__ void __launch_bounds__(kNormalThreads)
   const int64_t first_call = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (first_call >= stride) return;
   const jk::PhiloxSeed seed = jk::unpack_philox(philox);
+  const PhiloxKeyed draws(seed);  // used by 16-bit outputs (32-bit ones, memory-bound, call jk's Philox)
   P m[kPer], s[kPer];
   int64_t col = first_call * kPer % d;
 #pragma unroll
@@ -55,21 +75,39 @@ __global__ void __launch_bounds__(kNormalThreads)
     if (++col == d) col = 0;
   }
   const int64_t calls = (total + kPer - 1) / kPer;
+  // Two calls per trip: the loop's bookkeeping (and, for 32-bit outputs, the Philox round keys the
+  // compiler recomputes each trip) serve both.
+#pragma unroll 2
   for (int64_t c = first_call; c < calls; c += stride) {
     float z[kPer];
-    normals<kPer>(seed, static_cast<uint64_t>(c), z);
-    alignas(16) T v[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) v[j] = static_cast<T>(m[j] + s[j] * static_cast<P>(z[j]));
+    if constexpr (kPer == 8) normals_of<kPer>(draws(static_cast<uint64_t>(c)), z);
+    else normals<kPer>(seed, static_cast<uint64_t>(c), z);
     const int64_t i0 = c * kPer;
-    if (vector && i0 + kPer <= total) {
-      uint4* dst = reinterpret_cast<uint4*>(out + i0);
+    if constexpr (sizeof(T) == 2) {
+      alignas(16) uint32_t v[kPer / 2];  // 8 outputs: one 16-byte store
 #pragma unroll
-      for (int q = 0; q < static_cast<int>(sizeof(v) / 16); ++q) dst[q] = reinterpret_cast<const uint4*>(v)[q];
+      for (int j = 0; j < kPer; j += 2) v[j / 2] = pack2<T>(m[j] + s[j] * z[j], m[j + 1] + s[j + 1] * z[j + 1]);
+      if (vector && i0 + kPer <= total) {
+        *reinterpret_cast<uint4*>(out + i0) = *reinterpret_cast<const uint4*>(v);
+      } else {
+        const T* t = reinterpret_cast<const T*>(v);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          if (i0 + j < total) out[i0 + j] = t[j];
+      }
     } else {
+      alignas(16) T v[kPer];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j)
-        if (i0 + j < total) out[i0 + j] = v[j];
+      for (int j = 0; j < kPer; ++j) v[j] = static_cast<T>(m[j] + s[j] * static_cast<P>(z[j]));
+      if (vector && i0 + kPer <= total) {
+        uint4* dst = reinterpret_cast<uint4*>(out + i0);
+#pragma unroll
+        for (int q = 0; q < static_cast<int>(sizeof(v) / 16); ++q) dst[q] = reinterpret_cast<const uint4*>(v)[q];
+      } else {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          if (i0 + j < total) out[i0 + j] = v[j];
+      }
     }
   }
 }
@@ -85,17 +123,26 @@ void normal_cuda(const at::Tensor& out, const at::Tensor& mean, const at::Tensor
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "normal_cuda", [&] {
     using P = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     constexpr int kPer = normals_per_call<scalar_t>();
+    const auto kernel = normal_kernel<scalar_t, P>;
+    // Blocks that fit on an SM at once (registers decide): the grid is at most one full wave, so
+    // no SM gets a second, partial round of blocks (whose threads each run the whole loop).
+    static const int resident_blocks = [&] {
+      int blocks_per_sm = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kNormalThreads, 0));
+      return std::max(blocks_per_sm, 1);
+    }();
     const int64_t calls = (total + kPer - 1) / kPer;
     // The smallest number of calls whose outputs span whole rows; the stride is the multiple of it
     // closest to one full wave of resident threads (or every call, if fewer).
     const int64_t period = d / std::gcd<int64_t>(d, kPer);
-    const int64_t stride = std::min(calls, period * std::max<int64_t>(1, int64_t(sms) * 2048 / period));
+    const int64_t wave = static_cast<int64_t>(sms) * resident_blocks * kNormalThreads;
+    const int64_t stride = std::min(calls, period * std::max<int64_t>(1, wave / period));
     const int64_t blocks = (stride + kNormalThreads - 1) / kNormalThreads;
     const at::PhiloxCudaState philox = jk::cuda_philox_state(static_cast<uint64_t>(calls) * 4, generator);
     scalar_t* out_ptr = out.mutable_data_ptr<scalar_t>();
     const bool vector = reinterpret_cast<uintptr_t>(out_ptr) % 16 == 0;
-    normal_kernel<scalar_t, P><<<blocks, kNormalThreads, 0, stream>>>(
-        out_ptr, mean.const_data_ptr<P>(), std.const_data_ptr<P>(), total, d, stride, vector, philox);
+    kernel<<<blocks, kNormalThreads, 0, stream>>>(out_ptr, mean.const_data_ptr<P>(), std.const_data_ptr<P>(), total,
+                                                  d, stride, vector, philox);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
@@ -114,6 +161,65 @@ constexpr int kStatsThreads = 256;
 constexpr int kStatsCols = 4;  // columns per thread (strided by the block width: coalesced)
 constexpr int kStatsRows = 8;  // elite rows whose loads are issued before they are used
 constexpr int kMergeWarps = 32;
+
+// Programmatic dependent launch (sm_90+): each cem_update kernel after the first is launched with
+// programmatic stream serialization, so its launch and block start-up overlap the previous kernel;
+// it waits (griddepcontrol.wait: the previous grid has completed and its writes are visible) before
+// it touches global memory, and lets the next kernel launch as soon as all of its own blocks run.
+// Without the launch attribute (or before sm_90) both are no-ops and the stream order is the usual.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void let_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__global__ void zero_words_kernel(unsigned long long* __restrict__ words, int64_t count);
+
+// Whether this file's kernels were compiled with the griddepcontrol instructions (PTX for sm_90 or
+// newer) for `device`: only then may they be launched as dependents (a kernel without the wait
+// would run alongside the previous one). Asked once per device.
+bool dependent_launch_ok(int device) {
+  static std::atomic<int> known[64];  // 0: not asked yet, 1: no, 2: yes
+  if (device < 0 || device >= 64) return false;
+  int state = known[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    cudaFuncAttributes attributes;
+    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, zero_words_kernel));
+    state = attributes.ptxVersion >= 90 ? 2 : 1;
+    known[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
+}
+
+template <typename... Params, typename... Args>
+void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = dependent_launch_ok(c10::cuda::current_device()) ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+// The counters of one cem_update (its scratch is fresh from the allocator): launched in plain stream
+// order, like a memset, but a kernel, so the first select pass can be a dependent launch.
+__global__ void zero_words_kernel(unsigned long long* __restrict__ words, int64_t count) {
+  let_next_kernel_launch();
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    words[i] = 0ull;
+}
 
 // Exclusive prefix sum over a block of kSelectThreads; *total gets the block's sum.
 template <typename T>
@@ -150,6 +256,8 @@ __global__ void __launch_bounds__(kSelectThreads)
     select_pass_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int pass, int shift, int bits,
                        int64_t n_elite, unsigned long long* __restrict__ hist_all,
                        unsigned long long* __restrict__ state, unsigned int* __restrict__ done) {
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
   using K = typename KeyOf<S>::key;
   using R = typename KeyOf<S>::real;
   __shared__ unsigned int hist[kMaxBins];
@@ -243,6 +351,8 @@ __global__ void __launch_bounds__(kSelectThreads)
     elite_list_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t tiles,
                       const unsigned long long* __restrict__ final_state, unsigned long long* chunk_counts,
                       unsigned int* __restrict__ ticket, int64_t* __restrict__ list) {
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
   using K = typename KeyOf<S>::key;
   __shared__ unsigned int s_chunk;
   __shared__ unsigned int scan_scratch[kSelectThreads / 32];
@@ -322,6 +432,8 @@ template <typename T, typename A>
 __global__ void __launch_bounds__(kStatsThreads)
     elite_stats_kernel(const T* __restrict__ x, int64_t d, const int64_t* __restrict__ list, int64_t n_elite,
                        int64_t parts, A* __restrict__ part_mean, A* __restrict__ part_m2) {
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
   const int64_t part = blockIdx.y;
   const int64_t r0 = part * n_elite / parts, r1 = (part + 1) * n_elite / parts;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * blockDim.x * kStatsCols + threadIdx.x;
@@ -383,6 +495,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
     elite_merge_kernel(const A* __restrict__ part_mean, const A* __restrict__ part_m2, int64_t d, int64_t n_elite,
                        int64_t parts, const T* __restrict__ old_mean, const T* __restrict__ old_std,
                        double smoothing, double min_std, T* __restrict__ new_mean, T* __restrict__ new_std) {
+  wait_for_previous_kernel();
+  let_next_kernel_launch();
   __shared__ double s_sum[kMergeWarps][32], s_m2[kMergeWarps][32];
   __shared__ double s_mean[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -432,8 +546,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 
 }  // namespace
 
-// Launches (no host sync): one memset of the counters, ceil(key bits / 11) select passes (3 for
-// 32-bit keys), the elite list, the statistics, the merge.
+// Launches (no host sync): the counters' zeroing, ceil(key bits / 11) select passes (3 for 32-bit
+// keys), the elite list, the statistics, the merge; all but the first as dependent launches.
 void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, const at::Tensor& samples,
                      const at::Tensor& scores, int64_t n_elite, const at::Tensor& mean, const at::Tensor& std,
                      double smoothing, double min_std, bool maximize) {
@@ -458,7 +572,7 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
       1, std::min<int64_t>(n_elite, 65535));
   const bool wide = samples.scalar_type() == at::kDouble;
   const int64_t acc_size = wide ? 8 : 4;
-  // One scratch buffer in 8-byte words; the first `zeroed` words are the counters (one memset).
+  // One scratch buffer in 8-byte words; the first `zeroed` words are the counters (zeroed first).
   const int64_t off_hist = 0, off_state = off_hist + passes * kMaxBins, off_done = off_state + 3 * (passes + 1);
   const int64_t off_counts = off_done + passes + 1, zeroed = off_counts + 2 * chunks;
   const int64_t off_list = zeroed, off_part = off_list + n_elite;
@@ -466,7 +580,9 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
   const at::Tensor scratch = at::empty({off_part + 2 * part_words}, samples.options().dtype(at::kLong));
   auto* base = reinterpret_cast<unsigned long long*>(scratch.mutable_data_ptr<int64_t>());
   auto stream = c10::cuda::getCurrentCUDAStream();
-  C10_CUDA_CHECK(cudaMemsetAsync(base, 0, zeroed * sizeof(unsigned long long), stream));
+  zero_words_kernel<<<static_cast<unsigned>(std::min<int64_t>((zeroed + 255) / 256, sms)), 256, 0, stream>>>(base,
+                                                                                                          zeroed);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   auto* done = reinterpret_cast<unsigned int*>(base + off_done);  // passes counters, then the list ticket
   auto* list = reinterpret_cast<int64_t*>(base + off_list);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, scores.scalar_type(), "cem_select_cuda", [&] {
@@ -475,25 +591,22 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
     for (int p = 0; p < passes; ++p) {
       const int bits = std::min(kDigitBits, shift);
       shift -= bits;
-      select_pass_kernel<scalar_t><<<blocks, kSelectThreads, 0, stream>>>(
-          sp, n, maximize, p, shift, bits, n_elite, base + off_hist, base + off_state, done);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      launch_after_previous(select_pass_kernel<scalar_t>, dim3(blocks), dim3(kSelectThreads), stream, sp, n, maximize,
+                            p, shift, bits, n_elite, base + off_hist, base + off_state, done);
     }
-    elite_list_kernel<scalar_t><<<chunks, kSelectThreads, 0, stream>>>(
-        sp, n, maximize, tiles, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_after_previous(elite_list_kernel<scalar_t>, dim3(chunks), dim3(kSelectThreads), stream, sp, n, maximize,
+                          tiles, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
   });
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, samples.scalar_type(), "cem_stats_cuda", [&] {
     using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     A* part_mean = reinterpret_cast<A*>(base + off_part);
     A* part_m2 = reinterpret_cast<A*>(base + off_part + part_words);
-    elite_stats_kernel<scalar_t, A><<<dim3(segments, parts), threads, 0, stream>>>(
-        x.const_data_ptr<scalar_t>(), d, list, n_elite, parts, part_mean, part_m2);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    elite_merge_kernel<scalar_t, A><<<(d + 31) / 32, kMergeWarps * 32, 0, stream>>>(
-        part_mean, part_m2, d, n_elite, parts, m_old.const_data_ptr<scalar_t>(), s_old.const_data_ptr<scalar_t>(),
-        smoothing, min_std, new_mean.mutable_data_ptr<scalar_t>(), new_std.mutable_data_ptr<scalar_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_after_previous(elite_stats_kernel<scalar_t, A>, dim3(segments, parts), dim3(threads), stream,
+                          x.const_data_ptr<scalar_t>(), d, list, n_elite, parts, part_mean, part_m2);
+    launch_after_previous(elite_merge_kernel<scalar_t, A>, dim3((d + 31) / 32), dim3(kMergeWarps * 32), stream,
+                          part_mean, part_m2, d, n_elite, parts, m_old.const_data_ptr<scalar_t>(),
+                          s_old.const_data_ptr<scalar_t>(), smoothing, min_std, new_mean.mutable_data_ptr<scalar_t>(),
+                          new_std.mutable_data_ptr<scalar_t>());
   });
 }
 
