@@ -35,6 +35,23 @@ namespace diffusion {
 
 constexpr int kStepThreads = 256;
 
+// Where the noise term comes from: none (its coefficient is 0), a given tensor, or Philox in registers.
+// A template parameter, so a kernel holds registers only for the loads it makes.
+enum class Noise { kNone, kGiven, kDraw };
+
+// 16 bytes, read once: a streaming load (evict first), so the stream does not push other data out of L2.
+template <typename V>
+__device__ __forceinline__ V load_streaming(const V* p) {
+  static_assert(sizeof(V) == 16 && alignof(V) == 16, "16-byte vectors only");
+  const int4 bits = __ldcs(reinterpret_cast<const int4*>(p));
+  V v;
+  *reinterpret_cast<int4*>(&v) = bits;
+  return v;
+}
+
+// Asks for the 32-byte sector holding p to be brought into L2 (no register waits for it).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // An item is kItem consecutive elements (a multiple of 4: whole Philox blocks). kVector: loaded as
 // 16-byte vectors; the host guarantees 16-byte aligned pointers and rows of a multiple of kItem
 // elements, so an item never straddles two rows. Otherwise elements are loaded one by one.
@@ -48,7 +65,7 @@ struct Item {
       using V = jk::Vec<scalar_t, kVec>;
 #pragma unroll
       for (int j = 0; j < kItem / kVec; ++j) {
-        const V vec = reinterpret_cast<const V*>(p)[item * (kItem / kVec) + j];
+        const V vec = load_streaming(reinterpret_cast<const V*>(p) + item * (kItem / kVec) + j);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) v[j * kVec + e] = vec.val[e];
       }
@@ -82,102 +99,169 @@ struct Item {
   }
 };
 
-// Block b owns items [b * chunk, (b + 1) * chunk); element i uses lane i % 4 of Philox block i / 4 (as on
-// the CPU), whatever the path. A thread has the loads of kStepUnroll items in flight at once (one item on
-// the rare scalar path, which keeps its code small).
-template <typename scalar_t, int kItem, bool kVector, typename CoefFn, int kStepUnroll = kVector ? 4 : 1>
-__global__ void __launch_bounds__(kStepThreads)
+// The coefficients of the row of element i, for a thread whose elements only increase: the block's rows
+// come from a shared-memory table filled once per block (the double math and the timestep / schedule
+// reads stay out of the loop), and a division runs only when the thread leaves its current row.
+template <typename acc_t>
+struct RowLookup {
+  const StepCoefs<acc_t>* table;  // table[r]: row first_row + r; table[0] only, without per-row timesteps
+  int64_t rows_begin;             // first element of first_row
+  int64_t inner;                  // elements per row
+  int64_t row_end = -1;           // end of the current row (INT64_MAX: one row for every element)
+  StepCoefs<acc_t> c{};
+
+  __device__ __forceinline__ const StepCoefs<acc_t>& at(int64_t i, bool per_row) {
+    if (i >= row_end) {
+      const int64_t r = per_row ? (i - rows_begin) / inner : 0;
+      row_end = per_row ? rows_begin + (r + 1) * inner : INT64_MAX;
+      c = table[r];
+    }
+    return c;
+  }
+};
+
+// Resident blocks per SM asked of the compiler (more blocks, more loads in flight). float32 fits 64
+// registers without spilling (4 blocks), or 80 with a noise tensor (3); other types: no bound.
+template <typename scalar_t, Noise kNoise>
+constexpr int step_min_blocks() {
+  return sizeof(scalar_t) != 4 ? 1 : kNoise == Noise::kGiven ? 3 : 4;
+}
+
+// Block b owns items [b * chunk, (b + 1) * chunk), which span at most kStepThreads rows (the launcher
+// sizes chunks so); element i uses lane i % 4 of Philox block i / 4 (as on the CPU), whatever the path.
+// A thread has the loads of kUnroll items in flight at once (one item on the rare scalar path, which
+// keeps its code small).
+template <typename scalar_t, int kItem, bool kVector, Noise kNoise, typename CoefFn>
+__global__ void __launch_bounds__(kStepThreads, step_min_blocks<scalar_t, kNoise>())
     step_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ m, const scalar_t* __restrict__ x,
                 const scalar_t* __restrict__ noise, int64_t n, int64_t inner, int64_t chunk, CoefFn fn, bool clip,
-                double range, bool draw, at::PhiloxCudaState philox) {
+                double range, at::PhiloxCudaState philox) {
   using acc_t = at::opmath_type<scalar_t>;
   using I = Item<scalar_t, kItem, kVector>;
+  constexpr int kUnroll = kVector ? 4 : 1;
+  constexpr int kLoads = kNoise == Noise::kGiven ? kUnroll : 0;
+  __shared__ StepCoefs<acc_t> row_coefs[kStepThreads];
   const int64_t n_items = (n + kItem - 1) / kItem;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = begin + chunk < n_items ? begin + chunk : n_items;
+
+  I mv[kUnroll], xv[kUnroll], zv[kLoads > 0 ? kLoads : 1];
+  auto load_batch = [&](int64_t first) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t item = first + u * kStepThreads;
+      if (item < end) {
+        mv[u].load(m, item, n);
+        xv[u].load(x, item, n);
+        if constexpr (kNoise == Noise::kGiven) zv[u].load(noise, item, n);
+      }
+    }
+  };
+  int64_t first = begin + threadIdx.x;
+  // The first batch is fetched into L2 while the row coefficients are computed: the two latencies
+  // overlap, and no registers wait for the data (loading it into registers here cost a block per SM).
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t item = first + u * kStepThreads;
+    if (item < end) {
+      prefetch_l2(m + item * kItem);
+      prefetch_l2(x + item * kItem);
+      if constexpr (kNoise == Noise::kGiven) prefetch_l2(noise + item * kItem);
+    }
+  }
+
+  const bool per_row = fn.per_row();
+  const int64_t first_row = per_row ? begin * kItem / inner : 0;
+  const int64_t last_row = per_row ? ((end * kItem < n ? end * kItem : n) - 1) / inner : 0;
+  for (int64_t r = threadIdx.x; r <= last_row - first_row; r += kStepThreads) {
+    row_coefs[r] = fn.template get<acc_t>(first_row + r);
+  }
   uint64_t seed = 0, base = 0;
-  if (draw) {
+  if constexpr (kNoise == Noise::kDraw) {
     const jk::PhiloxSeed s = jk::unpack_philox(philox);
     seed = s.seed;
     base = s.offset / 4;
   }
   const acc_t r = static_cast<acc_t>(range);
-  RowCache<acc_t, CoefFn> rows(fn, inner);
-  for (int64_t first = begin + threadIdx.x; first < end; first += kStepThreads * kStepUnroll) {
-    I mv[kStepUnroll], xv[kStepUnroll], zv[kStepUnroll];
+  __syncthreads();
+  load_batch(first);
+  RowLookup<acc_t> rows{row_coefs, first_row * inner, inner};
+
+  for (; first < end; first += kStepThreads * kUnroll) {
 #pragma unroll
-    for (int u = 0; u < kStepUnroll; ++u) {  // every load first
-      const int64_t item = first + u * kStepThreads;
-      if (item < end) {
-        mv[u].load(m, item, n);
-        xv[u].load(x, item, n);
-        if (noise != nullptr) zv[u].load(noise, item, n);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kStepUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t item = first + u * kStepThreads;
       if (item >= end) break;
       acc_t z[kItem];
-      if (noise != nullptr) {
 #pragma unroll
-        for (int e = 0; e < kItem; ++e) z[e] = static_cast<acc_t>(zv[u].v[e]);
-      } else if (draw) {
-#pragma unroll
-        for (int q = 0; q < kItem / 4; ++q) {
+      for (int q = 0; q < kItem / 4; ++q) {
+        if constexpr (kNoise == Noise::kDraw) {
           const jk::Float4 f = jk::normal4(seed, base + static_cast<uint64_t>(item) * (kItem / 4) + q);
           z[4 * q] = f.x;
           z[4 * q + 1] = f.y;
           z[4 * q + 2] = f.z;
           z[4 * q + 3] = f.w;
-        }
-      } else {
+        } else {
 #pragma unroll
-        for (int e = 0; e < kItem; ++e) z[e] = acc_t(0);
+          for (int e = 4 * q; e < 4 * q + 4; ++e) {
+            z[e] = kNoise == Noise::kGiven ? static_cast<acc_t>(zv[kLoads > 0 ? u : 0].v[e]) : acc_t(0);
+          }
+        }
       }
       const int64_t i0 = item * kItem;
       I o;
-      if constexpr (kVector) {  // the item lies in one row
-        const StepCoefs<acc_t> c = rows.at(i0);
 #pragma unroll
-        for (int e = 0; e < kItem; ++e) {
-          o.v[e] = static_cast<scalar_t>(
-              step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < kItem; ++e) {
-          o.v[e] = static_cast<scalar_t>(step_element(rows.at(i0 + e), static_cast<acc_t>(mv[u].v[e]),
-                                                      static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
-        }
+      for (int e = 0; e < kItem; ++e) {
+        // 16-byte items lie in one row: one lookup per item
+        const StepCoefs<acc_t>& c = rows.at(kVector ? i0 : i0 + e, per_row);
+        o.v[e] = static_cast<scalar_t>(
+            step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
       }
       o.store(out, item, n);
     }
+    load_batch(first + kStepThreads * kUnroll);
   }
 }
 
-template <typename scalar_t, int kItem, bool kVector, typename CoefFn>
+template <typename scalar_t, int kItem, bool kVector, Noise kNoise, typename CoefFn>
 void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
-                 const CoefFn& fn, bool clip, double range, bool draw) {
+                 const CoefFn& fn, bool clip, double range) {
+  const auto kernel = step_kernel<scalar_t, kItem, kVector, kNoise, CoefFn>;
   const int64_t n = out.numel(), n_items = (n + kItem - 1) / kItem, inner = n / x.size(0);
   // One wave of resident blocks, each with an equal contiguous chunk (no tail wave); chunks are whole
   // warps of items so each warp's accesses stay aligned.
-  static const int per_sm = [] {
+  static const int per_sm = [&] {
     int count = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &count, step_kernel<scalar_t, kItem, kVector, CoefFn>, kStepThreads, 0));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, kStepThreads, 0));
     return std::max(count, 1);
   }();
   const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * per_sm;
   const int64_t blocks_wanted = std::min((n_items + kStepThreads - 1) / kStepThreads, max_blocks);
-  const int64_t chunk = ((n_items + blocks_wanted - 1) / blocks_wanted + 31) / 32 * 32;
+  int64_t chunk = ((n_items + blocks_wanted - 1) / blocks_wanted + 31) / 32 * 32;
+  // With one timestep per row a chunk spans at most kStepThreads rows (the shared coefficient table):
+  // chunk * kItem <= (kStepThreads - 2) * inner elements touch at most kStepThreads - 1 rows. Short
+  // rows thus mean more, smaller blocks (still >= 32 items: inner >= 1 and kItem <= 8).
+  if (fn.per_row()) chunk = std::min(chunk, (kStepThreads - 2) * inner / kItem / 32 * 32);
   const int64_t blocks = (n_items + chunk - 1) / chunk;
+  TORCH_CHECK(blocks < (int64_t{1} << 31), "ddpm_step/ddim_step: tensor too large for one launch");
   // Reserve one draw per element, so consecutive calls (and graph replays) never reuse numbers.
-  const at::PhiloxCudaState philox = draw ? jk::cuda_philox_state(n) : at::PhiloxCudaState();
-  step_kernel<scalar_t, kItem, kVector><<<blocks, kStepThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+  const at::PhiloxCudaState philox = kNoise == Noise::kDraw ? jk::cuda_philox_state(n) : at::PhiloxCudaState();
+  kernel<<<blocks, kStepThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
       out.mutable_data_ptr<scalar_t>(), m.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
-      noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner, chunk, fn, clip, range, draw, philox);
+      noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner, chunk, fn, clip, range, philox);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename scalar_t, int kItem, bool kVector, typename CoefFn>
+void launch_step_noise(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
+                       const CoefFn& fn, bool clip, double range, bool draw) {
+  if (noise != nullptr) {
+    launch_step<scalar_t, kItem, kVector, Noise::kGiven>(out, m, x, noise, fn, clip, range);
+  } else if (draw) {
+    launch_step<scalar_t, kItem, kVector, Noise::kDraw>(out, m, x, noise, fn, clip, range);
+  } else {
+    launch_step<scalar_t, kItem, kVector, Noise::kNone>(out, m, x, noise, fn, clip, range);
+  }
 }
 
 template <typename CoefFn>
@@ -190,9 +274,9 @@ void step_cuda(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, 
     const bool vector = out.numel() / x.size(0) % kItem == 0 && aligned(out) && aligned(m) && aligned(x) &&
                         (noise == nullptr || aligned(*noise));
     if (vector) {
-      launch_step<scalar_t, kItem, true>(out, m, x, noise, fn, clip, range, draw);
+      launch_step_noise<scalar_t, kItem, true>(out, m, x, noise, fn, clip, range, draw);
     } else {
-      launch_step<scalar_t, 4, false>(out, m, x, noise, fn, clip, range, draw);
+      launch_step_noise<scalar_t, 4, false>(out, m, x, noise, fn, clip, range, draw);
     }
   });
 }
