@@ -21,6 +21,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cooperative_groups.h>
 
 #include <algorithm>
 
@@ -357,20 +358,50 @@ void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& 
 constexpr int kConvCo = 4;                 // output channels per block
 constexpr int kConvSplit = 2;              // warps sharing one output channel's reduction
 constexpr int kConvThreads = kConvCo * kConvSplit * 32;
-constexpr int kConvSmemBytes = 12 * 1024;  // input window for a chunk of input channels
+constexpr int kConvSmemBytes = 40 * 1024;  // input window for a chunk of input channels (512 at K = 5)
+constexpr int kConvLoads = 4;              // 16-byte weight loads a lane has in flight
 constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
+constexpr int kMaxCluster = 8;             // the portable thread-block cluster size
+
+// GroupNorm + Mish inside the convolution kernel: the blocks of one (batch, group) form a thread-block
+// cluster and add their partial sums through distributed shared memory (sm_90).
+template <typename scalar_t>
+struct FusedGroupNorm {
+  const scalar_t* gamma;
+  const scalar_t* beta;
+  scalar_t* out;         // (B, C_out, L_out), like y
+  int64_t group_values;  // channels per group * L_out
+  double eps;
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Sum of one value per block over the blocks of this cluster, the same in every block (added in rank
+// order); `slot` is this block's shared slot, not reused before the cluster's next sync.
+template <typename acc_t>
+__device__ acc_t cluster_sum(acc_t block_value, acc_t* slot) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) *slot = block_value;
+  cluster.sync();
+  acc_t total = 0;
+  for (unsigned r = 0; r < cluster.num_blocks(); ++r) total += *cluster.map_shared_rank(slot, r);
+  return total;
+}
+#endif
 
 // y[b, co, l0 + n] = bias[co] + sum_{ci, k} w[co, ci, k] * x[b, ci, l0 + n + k - pad] (zero outside [0, L)).
 // Block (blockIdx.x, blockIdx.y) = (output channels kConvCo * blockIdx.x + [0, kConvCo), (batch, tile of
 // kTile positions)). Warp w computes channel w % kConvCo over reduction slice w / kConvCo: the channel's
 // weight row (r = ci * K + k, contiguous) is read in interleaved runs of 32 lanes x kVec elements with
-// 16-byte loads; each weight meets kTile staged inputs in registers; slices are summed via shared memory.
-template <typename scalar_t, int kTile>
+// 16-byte loads, kConvLoads of them in flight per lane; each weight meets kTile staged inputs in
+// registers; slices are summed via shared memory. kGroupNorm: one tile per batch row, a group's blocks
+// are one cluster, and the block writes Mish(GroupNorm(y)) to gn.out instead of y.
+template <typename scalar_t, int kTile, bool kGroupNorm>
 __global__ void __launch_bounds__(kConvThreads)
     conv1d_direct_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
                          const scalar_t* __restrict__ bias, at::opmath_type<scalar_t>* __restrict__ y, int64_t c_in,
                          int64_t length, int64_t c_out, int kernel, int64_t pad, int64_t l_out, int64_t tiles,
-                         int chunk, bool vec_weights) {
+                         int chunk, bool vec_weights, FusedGroupNorm<scalar_t> gn) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int kVec = 16 / sizeof(scalar_t);  // weights per 16-byte load
   using V = jk::Vec<scalar_t, kVec>;
@@ -392,6 +423,7 @@ __global__ void __launch_bounds__(kConvThreads)
   for (int64_t c0 = 0; c0 < c_in; c0 += chunk) {
     const int cc = static_cast<int>(c_in - c0 < chunk ? c_in - c0 : chunk);
     __syncthreads();  // every warp is done reading the previous chunk
+#pragma unroll 4
     for (int i = threadIdx.x; i < cc * width; i += blockDim.x) {
       const int ci = i / width, j = i - ci * width;
       const int64_t l = l0 - pad + j;
@@ -408,25 +440,33 @@ __global__ void __launch_bounds__(kConvThreads)
       const int count_vec = count / kVec * kVec;
       int r = (split * 32 + lane) * kVec;
       int ci = r / kernel, k = r - (r / kernel) * kernel;
-      for (; r < count_vec; r += stride) {
-        const V wv = *reinterpret_cast<const V*>(wc + r);
-        int cj = ci, kj = k;
+      for (; r < count_vec; r += stride * kConvLoads) {
+        V wv[kConvLoads];
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const acc_t wj = static_cast<acc_t>(wv.val[j]);
-          const acc_t* xr = xs + cj * width + kj;  // largest index read: cc * width - 1
-#pragma unroll
-          for (int n = 0; n < kTile; ++n) acc[n] += wj * xr[n];
-          if (++kj == kernel) {
-            kj = 0;
-            ++cj;
-          }
+        for (int u = 0; u < kConvLoads; ++u) {  // every load first
+          if (r + u * stride < count_vec) wv[u] = *reinterpret_cast<const V*>(wc + r + u * stride);
         }
-        ci += dci;
-        k += dk;
-        if (k >= kernel) {
-          k -= kernel;
-          ++ci;
+#pragma unroll
+        for (int u = 0; u < kConvLoads; ++u) {
+          if (r + u * stride >= count_vec) break;
+          int cj = ci, kj = k;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const acc_t wj = static_cast<acc_t>(wv[u].val[j]);
+            const acc_t* xr = xs + cj * width + kj;  // largest index read: cc * width - 1
+#pragma unroll
+            for (int n = 0; n < kTile; ++n) acc[n] += wj * xr[n];
+            if (++kj == kernel) {
+              kj = 0;
+              ++cj;
+            }
+          }
+          ci += dci;
+          k += dk;
+          if (k >= kernel) {
+            k -= kernel;
+            ++ci;
+          }
         }
       }
       r_done = count_vec;
@@ -448,17 +488,62 @@ __global__ void __launch_bounds__(kConvThreads)
     }
   }
   __syncthreads();
-  if (active && split == 0 && lane < kTile && l0 + lane < l_out) {
-    acc_t sum = bias != nullptr ? static_cast<acc_t>(bias[co]) : acc_t(0);
+  if constexpr (!kGroupNorm) {
+    if (active && split == 0 && lane < kTile && l0 + lane < l_out) {
+      acc_t sum = bias != nullptr ? static_cast<acc_t>(bias[co]) : acc_t(0);
 #pragma unroll
-    for (int s = 0; s < kConvSplit; ++s) sum += partial[s][co_local][lane];
-    y[(b * c_out + co) * l_out + l0 + lane] = sum;
+      for (int s = 0; s < kConvSplit; ++s) sum += partial[s][co_local][lane];
+      y[(b * c_out + co) * l_out + l0 + lane] = sum;
+    }
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // Thread t holds value (channel t / kTile, position t % kTile) of this block's kConvCo channels; every
+    // channel is active (the launcher checks). Two-pass statistics over the group, as gn_mish_kernel.
+    __shared__ acc_t scratch[kConvThreads / 32], slots[2];
+    const int c_mine = threadIdx.x / kTile, pos = threadIdx.x % kTile;
+    const bool mine = threadIdx.x < kConvCo * kTile && pos < l_out;
+    const int64_t co_mine = static_cast<int64_t>(blockIdx.x) * kConvCo + c_mine;
+    acc_t v = 0;
+    if (mine) {
+      v = bias != nullptr ? static_cast<acc_t>(bias[co_mine]) : acc_t(0);
+#pragma unroll
+      for (int s = 0; s < kConvSplit; ++s) v += partial[s][c_mine][pos];
+    }
+    const acc_t n = static_cast<acc_t>(gn.group_values);
+    const acc_t mean = cluster_sum(jk::block_sum(v, scratch), &slots[0]) / n;
+    const acc_t d = mine ? v - mean : acc_t(0);
+    const acc_t var = cluster_sum(jk::block_sum(d * d, scratch), &slots[1]) / n;
+    const acc_t rstd = acc_t(1) / ::sqrt(var + static_cast<acc_t>(gn.eps));
+    if (mine) {
+      const acc_t h = d * rstd * static_cast<acc_t>(gn.gamma[co_mine]) + static_cast<acc_t>(gn.beta[co_mine]);
+      gn.out[(b * c_out + co_mine) * l_out + pos] = static_cast<scalar_t>(mish(h));
+    }
+    cooperative_groups::this_cluster().sync();  // no block leaves while another may read its slots
+#else
+    __trap();  // the launcher runs this path only on binaries for sm_90 and newer
+#endif
   }
 }
 
+// Whether `kernel` (the fused GroupNorm one) runs on `device` from a binary for sm_90+ (thread-block
+// clusters); one answer per device, as every kernel of this library is built for the same archs.
+inline bool clusters_supported(const void* kernel, int device) {
+  static int cached[64] = {0};  // 0: not asked yet, 1: yes, -1: no
+  if (device < 0 || device >= 64) return false;
+  if (cached[device] == 0) {
+    cudaFuncAttributes attributes{};
+    cached[device] = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.binaryVersion >= 90
+                         ? 1 : -1;
+    (void)cudaGetLastError();  // a failed query leaves no sticky error behind
+  }
+  return cached[device] == 1;
+}
+
+// y = conv1d(x, w, bias) into y (gn == nullptr), or out = Mish(GroupNorm(conv1d(...))) in one launch
+// when the group's blocks fit one cluster; returns false when it could not run (gn only).
 template <typename scalar_t, int kTile>
-void launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
-                          int64_t pad, int64_t chunk_fit) {
+bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
+                          int64_t pad, int64_t chunk_fit, const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int kVec = 16 / sizeof(scalar_t);
   const int64_t batch = x.size(0), c_in = x.size(1), length = x.size(2);
@@ -476,33 +561,79 @@ void launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
   chunk = std::max<int64_t>(chunk, 1);
   const size_t smem = static_cast<size_t>(chunk * width) * sizeof(acc_t);
   const dim3 grid(static_cast<unsigned>((c_out + kConvCo - 1) / kConvCo), static_cast<unsigned>(batch * tiles));
-  conv1d_direct_kernel<scalar_t, kTile><<<grid, kConvThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
-      x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), bias ? bias->const_data_ptr<scalar_t>() : nullptr,
-      y.mutable_data_ptr<acc_t>(), c_in, length, c_out, static_cast<int>(kernel), pad, l_out, tiles,
-      static_cast<int>(chunk), vec);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const scalar_t* bias_ptr = bias ? bias->const_data_ptr<scalar_t>() : nullptr;
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  if (gn == nullptr) {
+    conv1d_direct_kernel<scalar_t, kTile, false><<<grid, kConvThreads, smem, stream>>>(
+        x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), bias_ptr, y.mutable_data_ptr<acc_t>(), c_in,
+        length, c_out, static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), vec,
+        FusedGroupNorm<scalar_t>{});
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return true;
+  }
+  // Fused: one tile per row, whole blocks per group, at most kMaxCluster blocks per group.
+  const int64_t group_channels = c_out / groups, cluster = group_channels / kConvCo;
+  const auto fused = conv1d_direct_kernel<scalar_t, kTile, true>;
+  if (tiles != 1 || group_channels % kConvCo != 0 || cluster > kMaxCluster ||
+      !clusters_supported(reinterpret_cast<const void*>(fused), y.get_device())) {
+    return false;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kConvThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, fused, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+                                    bias_ptr, static_cast<acc_t*>(nullptr), c_in, length, c_out,
+                                    static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), vec, *gn));
+  return true;
+}
+
+// The direct convolution, or nothing when cuDNN should convolve (large batch x length). With `out`:
+// GroupNorm + Mish fused into the same launch where possible; false: the caller runs gn_mish_cuda.
+template <typename scalar_t>
+bool conv1d_direct_dispatch(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor* bias, int64_t pad, const FusedGroupNorm<scalar_t>* gn,
+                            int64_t groups) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t l_out = y.size(2), kernel = weight.size(2);
+  const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
+  const int64_t tiles = (l_out + tile - 1) / tile;
+  // Input channels whose window fits the shared-memory budget.
+  const int64_t fit = kConvSmemBytes / ((tile + kernel - 1) * static_cast<int64_t>(sizeof(acc_t)));
+  if (x.size(0) * tiles > kDirectMaxTiles || fit < 1 || (weight.size(0) + kConvCo - 1) / kConvCo >= (int64_t{1} << 31)) {
+    return false;
+  }
+  c10::cuda::CUDAGuard guard(y.device());
+  if (tile == 4) return launch_conv1d_direct<scalar_t, 4>(y, x, weight, bias, pad, fit, gn, groups);
+  if (tile == 8) return launch_conv1d_direct<scalar_t, 8>(y, x, weight, bias, pad, fit, gn, groups);
+  return launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, fit, gn, groups);
 }
 
 bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
                         int64_t pad) {
-  const int64_t l_out = y.size(2), kernel = weight.size(2);
-  const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
-  const int64_t tiles = (l_out + tile - 1) / tile;
   bool ran = false;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_direct_cuda", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    // Input channels whose window fits the shared-memory budget.
-    const int64_t fit = kConvSmemBytes / ((tile + kernel - 1) * static_cast<int64_t>(sizeof(acc_t)));
-    if (x.size(0) * tiles > kDirectMaxTiles || fit < 1 || (weight.size(0) + kConvCo - 1) / kConvCo >= (int64_t{1} << 31)) return;
-    c10::cuda::CUDAGuard guard(y.device());
-    if (tile == 4) {
-      launch_conv1d_direct<scalar_t, 4>(y, x, weight, bias, pad, fit);
-    } else if (tile == 8) {
-      launch_conv1d_direct<scalar_t, 8>(y, x, weight, bias, pad, fit);
-    } else {
-      launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, fit);
-    }
-    ran = true;
+    ran = conv1d_direct_dispatch<scalar_t>(y, x, weight, bias, pad, nullptr, 1);
+  });
+  return ran;
+}
+
+bool conv1d_gn_mish_direct_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor* bias, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
+                                int64_t groups, int64_t pad, double eps) {
+  bool ran = false;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_direct_cuda", [&] {
+    const FusedGroupNorm<scalar_t> gn{gn_weight.const_data_ptr<scalar_t>(), gn_bias.const_data_ptr<scalar_t>(),
+                                      out.mutable_data_ptr<scalar_t>(), out.size(1) / groups * out.size(2), eps};
+    ran = conv1d_direct_dispatch<scalar_t>(out, x, weight, bias, pad, &gn, groups);
   });
   return ran;
 }
