@@ -396,7 +396,7 @@ def test_conv1d_gn_mish_half(device, dtype):
 
 
 # The one-launch CUDA path (GroupNorm through a thread-block cluster of the group's blocks) runs when
-# L_out <= 16, B <= 8 and the group has 4..32 channels in whole blocks of 4; the rest falls back to the
+# L_out <= 16, B <= 8 and the group has 4..64 channels in whole blocks of 4; the rest falls back to the
 # direct kernel + a GroupNorm kernel. (B, C_in, C_out, L, K, groups) around those edges:
 FUSED_SHAPES = [
     (1, 256, 256, 16, 5, 8),    # diffusion policy at batch 1: clusters of 8 blocks
@@ -407,7 +407,9 @@ FUSED_SHAPES = [
     (1, 2048, 64, 16, 5, 8),    # several input-channel chunks of shared memory
     (8, 16, 16, 16, 5, 2),      # largest direct batch
     (1, 16, 24, 16, 5, 4),      # 6 channels per group: not whole blocks, falls back
-    (1, 16, 512, 16, 5, 8),     # 64 channels per group: more than one cluster, falls back
+    (1, 16, 512, 16, 5, 8),     # 64 channels per group: clusters of 16 blocks (non-portable size)
+    (1, 16, 1024, 4, 5, 8),     # 128 channels per group: more than one cluster, falls back
+    (1, 8, 8, 17, 3, 2),        # two length tiles: falls back
     (1, 2, 256, 1, 1, 8),       # length 1
 ]
 

@@ -121,6 +121,20 @@ struct RowLookup {
   }
 };
 
+// Either scheduler's coefficients, so one kernel serves both (only the per-block prologue differs;
+// half the kernels, half the compile time).
+struct StepCoefFn {
+  DdpmCoefFn ddpm;
+  DdimCoefFn ddim;
+  bool is_ddim;
+
+  C10_HOST_DEVICE bool per_row() const { return is_ddim ? ddim.per_row() : ddpm.per_row(); }
+  template <typename acc_t>
+  __device__ StepCoefs<acc_t> get(int64_t row) const {
+    return is_ddim ? ddim.template get<acc_t>(row) : ddpm.template get<acc_t>(row);
+  }
+};
+
 // Resident blocks per SM asked of the compiler (more blocks, more loads in flight). float32 fits 64
 // registers without spilling (4 blocks), or 80 with a noise tensor (3); other types: no bound.
 template <typename scalar_t, Noise kNoise>
@@ -132,10 +146,10 @@ constexpr int step_min_blocks() {
 // sizes chunks so); element i uses lane i % 4 of Philox block i / 4 (as on the CPU), whatever the path.
 // A thread has the loads of kUnroll items in flight at once (one item on the rare scalar path, which
 // keeps its code small).
-template <typename scalar_t, int kItem, bool kVector, Noise kNoise, typename CoefFn>
+template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
 __global__ void __launch_bounds__(kStepThreads, step_min_blocks<scalar_t, kNoise>())
     step_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ m, const scalar_t* __restrict__ x,
-                const scalar_t* __restrict__ noise, int64_t n, int64_t inner, int64_t chunk, CoefFn fn, bool clip,
+                const scalar_t* __restrict__ noise, int64_t n, int64_t inner, int64_t chunk, StepCoefFn fn, bool clip,
                 double range, at::PhiloxCudaState philox) {
   using acc_t = at::opmath_type<scalar_t>;
   using I = Item<scalar_t, kItem, kVector>;
@@ -224,10 +238,10 @@ __global__ void __launch_bounds__(kStepThreads, step_min_blocks<scalar_t, kNoise
   }
 }
 
-template <typename scalar_t, int kItem, bool kVector, Noise kNoise, typename CoefFn>
+template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
 void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
-                 const CoefFn& fn, bool clip, double range) {
-  const auto kernel = step_kernel<scalar_t, kItem, kVector, kNoise, CoefFn>;
+                 const StepCoefFn& fn, bool clip, double range) {
+  const auto kernel = step_kernel<scalar_t, kItem, kVector, kNoise>;
   const int64_t n = out.numel(), n_items = (n + kItem - 1) / kItem, inner = n / x.size(0);
   // One wave of resident blocks, each with an equal contiguous chunk (no tail wave); chunks are whole
   // warps of items so each warp's accesses stay aligned.
@@ -253,9 +267,9 @@ void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename scalar_t, int kItem, bool kVector, typename CoefFn>
+template <typename scalar_t, int kItem, bool kVector>
 void launch_step_noise(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
-                       const CoefFn& fn, bool clip, double range, bool draw) {
+                       const StepCoefFn& fn, bool clip, double range, bool draw) {
   if (noise != nullptr) {
     launch_step<scalar_t, kItem, kVector, Noise::kGiven>(out, m, x, noise, fn, clip, range);
   } else if (draw) {
@@ -265,9 +279,8 @@ void launch_step_noise(const at::Tensor& out, const at::Tensor& m, const at::Ten
   }
 }
 
-template <typename CoefFn>
 void step_cuda(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
-               const CoefFn& fn, bool clip, double range, bool draw) {
+               const StepCoefFn& fn, bool clip, double range, bool draw) {
   c10::cuda::CUDAGuard guard(out.device());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "diffusion_step_cuda", [&] {
     constexpr int kItem = std::max<int>(16 / sizeof(scalar_t), 4);
@@ -284,12 +297,12 @@ void step_cuda(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, 
 
 void ddpm_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
                     const at::Tensor* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw) {
-  step_cuda(out, model_output, sample, noise, fn, clip, range, draw);
+  step_cuda(out, model_output, sample, noise, StepCoefFn{fn, DdimCoefFn{}, false}, clip, range, draw);
 }
 
 void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
                     const at::Tensor* noise, const DdimCoefFn& fn, bool clip, double range, bool draw) {
-  step_cuda(out, model_output, sample, noise, fn, clip, range, draw);
+  step_cuda(out, model_output, sample, noise, StepCoefFn{DdpmCoefFn{}, fn, true}, clip, range, draw);
 }
 
 // ---------------------------------------------------------------- GroupNorm + Mish
@@ -361,7 +374,8 @@ constexpr int kConvThreads = kConvCo * kConvSplit * 32;
 constexpr int kConvSmemBytes = 40 * 1024;  // input window for a chunk of input channels (512 at K = 5)
 constexpr int kConvLoads = 4;              // 16-byte weight loads a lane has in flight
 constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
-constexpr int kMaxCluster = 8;             // the portable thread-block cluster size
+constexpr int kPortableCluster = 8;        // thread-block cluster sizes every sm_90 GPU runs
+constexpr int kMaxCluster = 16;            // H100 / H200 run these too, when the blocks fit a GPC
 
 // GroupNorm + Mish inside the convolution kernel: the blocks of one (batch, group) form a thread-block
 // cluster and add their partial sums through distributed shared memory (sm_90).
@@ -571,7 +585,8 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return true;
   }
-  // Fused: one tile per row, whole blocks per group, at most kMaxCluster blocks per group.
+  // Fused: one tile per row, whole blocks per group, at most kMaxCluster blocks per group (the U-Net's
+  // 256 and 512 channels in 8 groups: clusters of 8 and 16 blocks, as many blocks as the unfused kernel).
   const int64_t group_channels = c_out / groups, cluster = group_channels / kConvCo;
   const auto fused = conv1d_direct_kernel<scalar_t, kTile, true>;
   if (tiles != 1 || group_channels % kConvCo != 0 || cluster > kMaxCluster ||
@@ -590,6 +605,14 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
   attribute.val.clusterDim.z = 1;
   config.attrs = &attribute;
   config.numAttrs = 1;
+  if (cluster > kPortableCluster) {  // allowed on request; asked of the device, not assumed
+    int active = 0;
+    if (cudaFuncSetAttribute(fused, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+        cudaOccupancyMaxActiveClusters(&active, fused, &config) != cudaSuccess || active < 1) {
+      (void)cudaGetLastError();
+      return false;
+    }
+  }
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, fused, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                                     bias_ptr, static_cast<acc_t*>(nullptr), c_in, length, c_out,
                                     static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), vec, *gn));
