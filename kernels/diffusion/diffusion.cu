@@ -372,7 +372,6 @@ constexpr int kConvCo = 4;                 // output channels per block
 constexpr int kConvSplit = 2;              // warps sharing one output channel's reduction
 constexpr int kConvThreads = kConvCo * kConvSplit * 32;
 constexpr int kConvSmemBytes = 40 * 1024;  // input window for a chunk of input channels (512 at K = 5)
-constexpr int kConvLoads = 4;              // 16-byte weight loads a lane has in flight
 constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
 constexpr int kPortableCluster = 8;        // thread-block cluster sizes every sm_90 GPU runs
 constexpr int kMaxCluster = 16;            // H100 / H200 run these too, when the blocks fit a GPC
@@ -407,7 +406,7 @@ __device__ acc_t cluster_sum(acc_t block_value, acc_t* slot) {
 // Block (blockIdx.x, blockIdx.y) = (output channels kConvCo * blockIdx.x + [0, kConvCo), (batch, tile of
 // kTile positions)). Warp w computes channel w % kConvCo over reduction slice w / kConvCo: the channel's
 // weight row (r = ci * K + k, contiguous) is read in interleaved runs of 32 lanes x kVec elements with
-// 16-byte loads, kConvLoads of them in flight per lane; each weight meets kTile staged inputs in
+// 16-byte loads, 4-8 of them in flight per lane; each weight meets kTile staged inputs in
 // registers; slices are summed via shared memory. kGroupNorm: one tile per batch row, a group's blocks
 // are one cluster, and the block writes Mish(GroupNorm(y)) to gn.out instead of y.
 template <typename scalar_t, int kTile, bool kGroupNorm>
@@ -418,6 +417,7 @@ __global__ void __launch_bounds__(kConvThreads)
                          int chunk, bool vec_weights, FusedGroupNorm<scalar_t> gn) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int kVec = 16 / sizeof(scalar_t);  // weights per 16-byte load
+  constexpr int kConvLoads = sizeof(scalar_t) == 2 ? 4 : 8;  // 16-byte loads a lane has in flight (128 regs at 8 for 16-bit types)
   using V = jk::Vec<scalar_t, kVec>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][width], zero-padded input window
@@ -433,11 +433,16 @@ __global__ void __launch_bounds__(kConvThreads)
   acc_t acc[kTile];
 #pragma unroll
   for (int n = 0; n < kTile; ++n) acc[n] = acc_t(0);
+  if (active) {  // the channel's weight row heads for L2 while the input window is staged
+    constexpr int kLine = 128 / sizeof(scalar_t);  // weights per 128-byte line
+    const int64_t row = c_in * kernel;
+    for (int64_t r = (split * 32 + lane) * kLine; r < row; r += kConvSplit * 32 * kLine) prefetch_l2(wrow + r);
+  }
 
   for (int64_t c0 = 0; c0 < c_in; c0 += chunk) {
     const int cc = static_cast<int>(c_in - c0 < chunk ? c_in - c0 : chunk);
     __syncthreads();  // every warp is done reading the previous chunk
-#pragma unroll 4
+#pragma unroll 8
     for (int i = threadIdx.x; i < cc * width; i += blockDim.x) {
       const int ci = i / width, j = i - ci * width;
       const int64_t l = l0 - pad + j;
