@@ -5,17 +5,24 @@
 // - ddpm_step / ddim_step are memory-bound: read model_output and sample once, write the result once;
 //   noise (when not given) is drawn in registers by Philox (one call per 4 outputs), so it costs no
 //   traffic. One wave of resident blocks, each owning an equal contiguous chunk of items (16-byte
-//   vectors); a thread issues the loads of kStepUnroll items before any math. A row's coefficients
-//   (double math on the float64 schedule) are computed when a thread enters the row, not per element.
-//   Timesteps are read on the device: no host sync, a CUDA graph replays every step as captured.
+//   vectors, streaming loads); a thread issues the loads of 4 items before any math. What limits is
+//   loads in flight, so registers are budgeted: the noise mode (none / given / drawn) is a template
+//   parameter (no registers for loads a call never makes), and the coefficients of the block's rows
+//   (double math on the float64 schedule, timesteps read on the device) are computed once per block
+//   into shared memory while the first batch is prefetched into L2; float32 then fits 64 registers,
+//   4 blocks per SM. No host sync: a CUDA graph replays every step as captured.
 // - conv1d_gn_mish at small batch x length (diffusion policy at batch 1) is bound by launches and by
-//   streaming the weights, each used for only a few output positions. A direct kernel gives each output
-//   channel two warps (halves of the C_in * K reduction) and a tile of 4/8/16 positions: lanes stream
-//   the channel's weight row with coalesced 16-byte loads, the zero-padded input window sits in shared
-//   memory, warp and shared-memory reductions finish. Large batch x length is compute-bound: cuDNN
-//   (tensor cores) convolves there (diffusion.cpp). Either way gn_mish_kernel follows (one block per
-//   (batch, group), two-pass statistics, one write). (A one-launch version, one block per (batch, group),
-//   measured slower on an H200: only B * G blocks share the weight streaming.)
+//   latency while streaming the weights, each used for only a few output positions. A direct kernel
+//   gives each output channel two warps (halves of the C_in * K reduction) and a tile of 4/8/16
+//   positions: lanes stream the channel's weight row (prefetched to L2 while the zero-padded input
+//   window is staged in shared memory) with 4-8 coalesced 16-byte loads in flight, warp and
+//   shared-memory reductions finish. With one tile per row and groups of 4..64 channels (the U-Net's
+//   256 and 512 channels), GroupNorm + Mish run in the same launch: a group's blocks form a thread-block
+//   cluster (sm_90) and add their partial sums (two-pass statistics) through distributed shared memory.
+//   Otherwise gn_mish_kernel follows (one block per (batch, group)). Large batch x length is
+//   compute-bound: cuDNN (tensor cores) convolves there (diffusion.cpp), then gn_mish_kernel. (A
+//   one-launch version with one block per (batch, group) measured slower on an H200: only B * G blocks
+//   shared the weight streaming; the cluster version keeps C_out / 4 blocks.)
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
@@ -188,8 +195,8 @@ __global__ void __launch_bounds__(kStepThreads, step_min_blocks<scalar_t, kNoise
   const bool per_row = fn.per_row();
   const int64_t first_row = per_row ? begin * kItem / inner : 0;
   const int64_t last_row = per_row ? ((end * kItem < n ? end * kItem : n) - 1) / inner : 0;
-  for (int64_t r = threadIdx.x; r <= last_row - first_row; r += kStepThreads) {
-    row_coefs[r] = fn.template get<acc_t>(first_row + r);
+  for (int64_t row = threadIdx.x; row <= last_row - first_row; row += kStepThreads) {
+    row_coefs[row] = fn.template get<acc_t>(first_row + row);
   }
   uint64_t seed = 0, base = 0;
   if constexpr (kNoise == Noise::kDraw) {
@@ -257,6 +264,7 @@ void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x
   // chunk * kItem <= (kStepThreads - 2) * inner elements touch at most kStepThreads - 1 rows. Short
   // rows thus mean more, smaller blocks (still >= 32 items: inner >= 1 and kItem <= 8).
   if (fn.per_row()) chunk = std::min(chunk, (kStepThreads - 2) * inner / kItem / 32 * 32);
+  TORCH_INTERNAL_ASSERT(chunk >= 32, "step chunk");
   const int64_t blocks = (n_items + chunk - 1) / chunk;
   TORCH_CHECK(blocks < (int64_t{1} << 31), "ddpm_step/ddim_step: tensor too large for one launch");
   // Reserve one draw per element, so consecutive calls (and graph replays) never reuse numbers.
