@@ -618,13 +618,26 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
   attribute.val.clusterDim.z = 1;
   config.attrs = &attribute;
   config.numAttrs = 1;
-  if (cluster > kPortableCluster) {  // allowed on request; asked of the device, not assumed
-    int active = 0;
-    if (cudaFuncSetAttribute(fused, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
-        cudaOccupancyMaxActiveClusters(&active, fused, &config) != cudaSuccess || active < 1) {
-      (void)cudaGetLastError();
-      return false;
+  if (cluster > kPortableCluster) {
+    // Allowed on request, and asked of the device (once per device, with the largest window, before any
+    // CUDA graph capture: the first call is a warm-up), not assumed.
+    static int large_clusters[64] = {0};  // 0: not asked yet, 1: they run, -1: they do not
+    const int device = y.get_device();
+    if (device < 0 || device >= 64) return false;
+    if (large_clusters[device] == 0) {
+      cudaLaunchConfig_t query = config;
+      cudaLaunchAttribute query_dims = attribute;
+      query_dims.val.clusterDim.x = kMaxCluster;
+      query.attrs = &query_dims;
+      query.dynamicSmemBytes = kConvSmemBytes;
+      int active = 0;
+      const bool runs = cudaFuncSetAttribute(fused, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+                            cudaSuccess &&
+                        cudaOccupancyMaxActiveClusters(&active, fused, &query) == cudaSuccess && active >= 1;
+      (void)cudaGetLastError();  // a failed query leaves no sticky error behind
+      large_clusters[device] = runs ? 1 : -1;
     }
+    if (large_clusters[device] != 1) return false;
   }
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, fused, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                                     bias_ptr, static_cast<acc_t*>(nullptr), c_in, length, c_out,
