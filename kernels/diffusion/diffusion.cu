@@ -425,7 +425,8 @@ __global__ void __launch_bounds__(kConvThreads)
                          int chunk, bool vec_weights, FusedGroupNorm<scalar_t> gn) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int kVec = 16 / sizeof(scalar_t);  // weights per 16-byte load
-  constexpr int kConvLoads = sizeof(scalar_t) == 2 ? 4 : 8;  // 16-byte loads a lane has in flight (128 regs at 8 for 16-bit types)
+  // 16-byte weight loads a lane has in flight (8 of 16-bit types would take 128 registers)
+  constexpr int kConvLoads = sizeof(scalar_t) == 2 ? 4 : 8;
   using V = jk::Vec<scalar_t, kVec>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][width], zero-padded input window
@@ -657,7 +658,8 @@ bool conv1d_direct_dispatch(const at::Tensor& y, const at::Tensor& x, const at::
   const int64_t tiles = (l_out + tile - 1) / tile;
   // Input channels whose window fits the shared-memory budget.
   const int64_t fit = kConvSmemBytes / ((tile + kernel - 1) * static_cast<int64_t>(sizeof(acc_t)));
-  if (x.size(0) * tiles > kDirectMaxTiles || fit < 1 || (weight.size(0) + kConvCo - 1) / kConvCo >= (int64_t{1} << 31)) {
+  const int64_t channel_blocks = (weight.size(0) + kConvCo - 1) / kConvCo;
+  if (x.size(0) * tiles > kDirectMaxTiles || fit < 1 || channel_blocks >= (int64_t{1} << 31)) {
     return false;
   }
   c10::cuda::CUDAGuard guard(y.device());
