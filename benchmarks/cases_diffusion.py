@@ -4,8 +4,8 @@
   (floor: read model_output and sample, write the result) and with noise given (one more read);
 - ddpm_step at 1x16x2 (launch-bound): ours is one step replayed from a captured CUDA graph;
 - ddim_step at 256x16x2048;
-- conv1d_gn_mish at B=1 256->256 L=16 (bar: >= 2x eager) and B=256 256->512 L=16 (bar: no slower
-  than eager, which runs cuDNN).
+- conv1d_gn_mish at B=1 256->256 L=16 (bar: >= 2x eager), B=1 512->512 L=8 and 1024->1024 L=4 (the
+  U-Net's deeper levels) and B=256 256->512 L=16 (bar: no slower than eager, which runs cuDNN).
 """
 import torch
 
@@ -65,7 +65,10 @@ def _step_cases(D, R, device, small):
 def _conv_cases(D, R, device, small):
     cases = []
     big = 8 if small else 256  # channels of the large-batch cases scale with it
-    for B, cin, cout, L, dtype in [(1, 256, 256, 16, torch.float32), (big, 256, 2 * 256, 16, torch.float32),
+    # B=1 at the U-Net's other levels too (512 channels at L=8, 1024 at L=4): the CUDA graph of the
+    # example replays them all.
+    unet = [] if small else [(1, 512, 512, 8, torch.float32), (1, 1024, 1024, 4, torch.float32)]
+    for B, cin, cout, L, dtype in [(1, 256, 256, 16, torch.float32), *unet, (big, 256, 2 * 256, 16, torch.float32),
                                    (big, 256, 2 * 256, 16, torch.bfloat16)]:
         K, G = 5, 8
         x = torch.randn(B, cin, L, device=device, dtype=dtype)

@@ -131,6 +131,29 @@ def test_noise_does_not_depend_on_the_code_path(device):
     assert_close(misaligned, aligned, torch.float32)
 
 
+@needs_cuda
+@pytest.mark.parametrize("shape", [(4096, 1, 4), (1000, 3, 1), (3, 7, 4000), (2, 4, 1028), (300, 16, 2048)])
+def test_step_noise_and_rows_on_cuda(shape):
+    """Per-row timesteps: a block's rows come from a shared table whose size caps the block (many short
+    rows: small blocks); the unrolled loop has tails. The noise of element i is the same whatever the
+    block layout: per-row t (all equal) draws exactly what a scalar t draws."""
+    sched = D.ddpm_schedule(100, device="cuda")
+    m, x, z = step_inputs(shape, torch.float32, "cuda")
+    t = torch.randint(1, 100, (shape[0],), device="cuda")
+    assert_close(D.ddpm_step(m, t, x, sched, z), R.ddpm_step(m, t, x, sched, z), torch.float32)
+    tp = (t - 7).clamp(min=-1)
+    for eta in (0.0, 0.5):
+        assert_close(D.ddim_step(m, t, tp, x, sched, eta, z), R.ddim_step(m, t, tp, x, sched, eta, z), torch.float32)
+    same = torch.full((shape[0],), 40, device="cuda")
+    torch.manual_seed(3)
+    per_row = D.ddpm_step(m, same, x, sched)
+    torch.manual_seed(3)
+    assert torch.equal(per_row, D.ddpm_step(m, 40, x, sched))
+    zero = torch.zeros_like(x)
+    drawn = (per_row - D.ddpm_step(m, same, x, sched, zero)) / sched[40, 7]
+    assert abs(drawn.mean().item()) < 5 / drawn.numel() ** 0.5 and abs(drawn.std().item() - 1) < 0.05
+
+
 def test_no_noise_at_t0_and_per_row(device):
     sched = D.ddpm_schedule(100, device=device)
     m, x, _ = step_inputs((4, 8, 8), torch.float32, device)
@@ -370,6 +393,48 @@ def test_conv1d_gn_mish_half(device, dtype):
             # against float32 math on the same (rounded) inputs; the kernel accumulates in float32
             expected = R.conv1d_gn_mish(*(a.float() for a in args), G).to(dtype)
             assert_close(ours, expected, dtype, scale=2)
+
+
+# The one-launch CUDA path (GroupNorm through a thread-block cluster of the group's blocks) runs when
+# L_out <= 16, B <= 8 and the group has 4..64 channels in whole blocks of 4; the rest falls back to the
+# direct kernel + a GroupNorm kernel. (B, C_in, C_out, L, K, groups) around those edges:
+FUSED_SHAPES = [
+    (1, 256, 256, 16, 5, 8),    # diffusion policy at batch 1: clusters of 8 blocks
+    (3, 256, 256, 13, 5, 8),    # B > 1, L not a multiple of 4
+    (1, 37, 12, 7, 3, 3),       # odd C_in (no 16-byte weight rows), clusters of 1 block
+    (2, 5, 24, 3, 5, 2),        # clusters of 3 blocks, K > L, 4-position tiles
+    (1, 64, 32, 8, 3, 1),       # one group of 32 channels: a full cluster
+    (1, 2048, 64, 16, 5, 8),    # several input-channel chunks of shared memory
+    (8, 16, 16, 16, 5, 2),      # largest direct batch
+    (1, 16, 24, 16, 5, 4),      # 6 channels per group: not whole blocks, falls back
+    (1, 16, 512, 16, 5, 8),     # 64 channels per group: clusters of 16 blocks (non-portable size)
+    (1, 16, 1024, 4, 5, 8),     # 128 channels per group: more than one cluster, falls back
+    (1, 8, 8, 17, 3, 2),        # two length tiles: falls back
+    (1, 2, 256, 1, 1, 8),       # length 1
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", FUSED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_conv1d_gn_mish_fused_cuda(shape, dtype):
+    B, cin, cout, L, K, G = shape
+    for bias in (True, False):
+        args = _conv_inputs(B, cin, cout, L, K, dtype, "cuda", bias=bias)
+        ours = D.conv1d_gn_mish(*args, G)
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            expected = R.conv1d_gn_mish(*((a.double() if a is not None else None) for a in args), G).to(dtype)
+        assert_close(ours, expected, dtype, scale=10 if dtype == torch.float32 else 2)
+        assert torch.equal(ours, D.conv1d_gn_mish(*args, G))  # deterministic
+    # a CUDA graph replays the cluster launch
+    graph = torch.cuda.CUDAGraph()
+    static = D.conv1d_gn_mish(*args, G)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        static = D.conv1d_gn_mish(*args, G)
+    args[0].mul_(-1)
+    graph.replay()
+    assert torch.equal(static, D.conv1d_gn_mish(*args, G))
 
 
 def test_conv1d_gn_mish_options(device):

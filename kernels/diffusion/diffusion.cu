@@ -5,22 +5,30 @@
 // - ddpm_step / ddim_step are memory-bound: read model_output and sample once, write the result once;
 //   noise (when not given) is drawn in registers by Philox (one call per 4 outputs), so it costs no
 //   traffic. One wave of resident blocks, each owning an equal contiguous chunk of items (16-byte
-//   vectors); a thread issues the loads of kStepUnroll items before any math. A row's coefficients
-//   (double math on the float64 schedule) are computed when a thread enters the row, not per element.
-//   Timesteps are read on the device: no host sync, a CUDA graph replays every step as captured.
+//   vectors, streaming loads); a thread issues the loads of 4 items before any math. What limits is
+//   loads in flight, so registers are budgeted: the noise mode (none / given / drawn) is a template
+//   parameter (no registers for loads a call never makes), and the coefficients of the block's rows
+//   (double math on the float64 schedule, timesteps read on the device) are computed once per block
+//   into shared memory while the first batch is prefetched into L2; float32 then fits 64 registers,
+//   4 blocks per SM. No host sync: a CUDA graph replays every step as captured.
 // - conv1d_gn_mish at small batch x length (diffusion policy at batch 1) is bound by launches and by
-//   streaming the weights, each used for only a few output positions. A direct kernel gives each output
-//   channel two warps (halves of the C_in * K reduction) and a tile of 4/8/16 positions: lanes stream
-//   the channel's weight row with coalesced 16-byte loads, the zero-padded input window sits in shared
-//   memory, warp and shared-memory reductions finish. Large batch x length is compute-bound: cuDNN
-//   (tensor cores) convolves there (diffusion.cpp). Either way gn_mish_kernel follows (one block per
-//   (batch, group), two-pass statistics, one write). (A one-launch version, one block per (batch, group),
-//   measured slower on an H200: only B * G blocks share the weight streaming.)
+//   latency while streaming the weights, each used for only a few output positions. A direct kernel
+//   gives each output channel two warps (halves of the C_in * K reduction) and a tile of 4/8/16
+//   positions: lanes stream the channel's weight row (prefetched to L2 while the zero-padded input
+//   window is staged in shared memory) with 4-8 coalesced 16-byte loads in flight, warp and
+//   shared-memory reductions finish. With one tile per row and groups of 4..64 channels (the U-Net's
+//   256 and 512 channels), GroupNorm + Mish run in the same launch: a group's blocks form a thread-block
+//   cluster (sm_90) and add their partial sums (two-pass statistics) through distributed shared memory.
+//   Otherwise gn_mish_kernel follows (one block per (batch, group)). Large batch x length is
+//   compute-bound: cuDNN (tensor cores) convolves there (diffusion.cpp), then gn_mish_kernel. (A
+//   one-launch version with one block per (batch, group) measured slower on an H200: only B * G blocks
+//   shared the weight streaming; the cluster version keeps C_out / 4 blocks.)
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cooperative_groups.h>
 
 #include <algorithm>
 
@@ -35,6 +43,23 @@ namespace diffusion {
 
 constexpr int kStepThreads = 256;
 
+// Where the noise term comes from: none (its coefficient is 0), a given tensor, or Philox in registers.
+// A template parameter, so a kernel holds registers only for the loads it makes.
+enum class Noise { kNone, kGiven, kDraw };
+
+// 16 bytes, read once: a streaming load (evict first), so the stream does not push other data out of L2.
+template <typename V>
+__device__ __forceinline__ V load_streaming(const V* p) {
+  static_assert(sizeof(V) == 16 && alignof(V) == 16, "16-byte vectors only");
+  const int4 bits = __ldcs(reinterpret_cast<const int4*>(p));
+  V v;
+  *reinterpret_cast<int4*>(&v) = bits;
+  return v;
+}
+
+// Asks for the 32-byte sector holding p to be brought into L2 (no register waits for it).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // An item is kItem consecutive elements (a multiple of 4: whole Philox blocks). kVector: loaded as
 // 16-byte vectors; the host guarantees 16-byte aligned pointers and rows of a multiple of kItem
 // elements, so an item never straddles two rows. Otherwise elements are loaded one by one.
@@ -48,7 +73,7 @@ struct Item {
       using V = jk::Vec<scalar_t, kVec>;
 #pragma unroll
       for (int j = 0; j < kItem / kVec; ++j) {
-        const V vec = reinterpret_cast<const V*>(p)[item * (kItem / kVec) + j];
+        const V vec = load_streaming(reinterpret_cast<const V*>(p) + item * (kItem / kVec) + j);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) v[j * kVec + e] = vec.val[e];
       }
@@ -82,107 +107,188 @@ struct Item {
   }
 };
 
-// Block b owns items [b * chunk, (b + 1) * chunk); element i uses lane i % 4 of Philox block i / 4 (as on
-// the CPU), whatever the path. A thread has the loads of kStepUnroll items in flight at once (one item on
-// the rare scalar path, which keeps its code small).
-template <typename scalar_t, int kItem, bool kVector, typename CoefFn, int kStepUnroll = kVector ? 4 : 1>
-__global__ void __launch_bounds__(kStepThreads)
+// The coefficients of the row of element i, for a thread whose elements only increase: the block's rows
+// come from a shared-memory table filled once per block (the double math and the timestep / schedule
+// reads stay out of the loop), and a division runs only when the thread leaves its current row.
+template <typename acc_t>
+struct RowLookup {
+  const StepCoefs<acc_t>* table;  // table[r]: row first_row + r; table[0] only, without per-row timesteps
+  int64_t rows_begin;             // first element of first_row
+  int64_t inner;                  // elements per row
+  int64_t row_end = -1;           // end of the current row (INT64_MAX: one row for every element)
+  StepCoefs<acc_t> c{};
+
+  __device__ __forceinline__ const StepCoefs<acc_t>& at(int64_t i, bool per_row) {
+    if (i >= row_end) {
+      const int64_t r = per_row ? (i - rows_begin) / inner : 0;
+      row_end = per_row ? rows_begin + (r + 1) * inner : INT64_MAX;
+      c = table[r];
+    }
+    return c;
+  }
+};
+
+// Either scheduler's coefficients, so one kernel serves both (only the per-block prologue differs;
+// half the kernels, half the compile time).
+struct StepCoefFn {
+  DdpmCoefFn ddpm;
+  DdimCoefFn ddim;
+  bool is_ddim;
+
+  C10_HOST_DEVICE bool per_row() const { return is_ddim ? ddim.per_row() : ddpm.per_row(); }
+  template <typename acc_t>
+  __device__ StepCoefs<acc_t> get(int64_t row) const {
+    return is_ddim ? ddim.template get<acc_t>(row) : ddpm.template get<acc_t>(row);
+  }
+};
+
+// Resident blocks per SM asked of the compiler (more blocks, more loads in flight). float32 fits 64
+// registers without spilling (4 blocks), or 80 with a noise tensor (3); other types: no bound.
+template <typename scalar_t, Noise kNoise>
+constexpr int step_min_blocks() {
+  return sizeof(scalar_t) != 4 ? 1 : kNoise == Noise::kGiven ? 3 : 4;
+}
+
+// Block b owns items [b * chunk, (b + 1) * chunk), which span at most kStepThreads rows (the launcher
+// sizes chunks so); element i uses lane i % 4 of Philox block i / 4 (as on the CPU), whatever the path.
+// A thread has the loads of kUnroll items in flight at once (one item on the rare scalar path, which
+// keeps its code small).
+template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
+__global__ void __launch_bounds__(kStepThreads, step_min_blocks<scalar_t, kNoise>())
     step_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ m, const scalar_t* __restrict__ x,
-                const scalar_t* __restrict__ noise, int64_t n, int64_t inner, int64_t chunk, CoefFn fn, bool clip,
-                double range, bool draw, at::PhiloxCudaState philox) {
+                const scalar_t* __restrict__ noise, int64_t n, int64_t inner, int64_t chunk, StepCoefFn fn, bool clip,
+                double range, at::PhiloxCudaState philox) {
   using acc_t = at::opmath_type<scalar_t>;
   using I = Item<scalar_t, kItem, kVector>;
+  constexpr int kUnroll = kVector ? 4 : 1;
+  constexpr int kLoads = kNoise == Noise::kGiven ? kUnroll : 0;
+  __shared__ StepCoefs<acc_t> row_coefs[kStepThreads];
   const int64_t n_items = (n + kItem - 1) / kItem;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = begin + chunk < n_items ? begin + chunk : n_items;
+
+  I mv[kUnroll], xv[kUnroll], zv[kLoads > 0 ? kLoads : 1];
+  auto load_batch = [&](int64_t first) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t item = first + u * kStepThreads;
+      if (item < end) {
+        mv[u].load(m, item, n);
+        xv[u].load(x, item, n);
+        if constexpr (kNoise == Noise::kGiven) zv[u].load(noise, item, n);
+      }
+    }
+  };
+  int64_t first = begin + threadIdx.x;
+  // The first batch is fetched into L2 while the row coefficients are computed: the two latencies
+  // overlap, and no registers wait for the data (loading it into registers here cost a block per SM).
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t item = first + u * kStepThreads;
+    if (item < end) {
+      prefetch_l2(m + item * kItem);
+      prefetch_l2(x + item * kItem);
+      if constexpr (kNoise == Noise::kGiven) prefetch_l2(noise + item * kItem);
+    }
+  }
+
+  const bool per_row = fn.per_row();
+  const int64_t first_row = per_row ? begin * kItem / inner : 0;
+  const int64_t last_row = per_row ? ((end * kItem < n ? end * kItem : n) - 1) / inner : 0;
+  for (int64_t row = threadIdx.x; row <= last_row - first_row; row += kStepThreads) {
+    row_coefs[row] = fn.template get<acc_t>(first_row + row);
+  }
   uint64_t seed = 0, base = 0;
-  if (draw) {
+  if constexpr (kNoise == Noise::kDraw) {
     const jk::PhiloxSeed s = jk::unpack_philox(philox);
     seed = s.seed;
     base = s.offset / 4;
   }
   const acc_t r = static_cast<acc_t>(range);
-  RowCache<acc_t, CoefFn> rows(fn, inner);
-  for (int64_t first = begin + threadIdx.x; first < end; first += kStepThreads * kStepUnroll) {
-    I mv[kStepUnroll], xv[kStepUnroll], zv[kStepUnroll];
+  __syncthreads();
+  load_batch(first);
+  RowLookup<acc_t> rows{row_coefs, first_row * inner, inner};
+
+  for (; first < end; first += kStepThreads * kUnroll) {
 #pragma unroll
-    for (int u = 0; u < kStepUnroll; ++u) {  // every load first
-      const int64_t item = first + u * kStepThreads;
-      if (item < end) {
-        mv[u].load(m, item, n);
-        xv[u].load(x, item, n);
-        if (noise != nullptr) zv[u].load(noise, item, n);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kStepUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t item = first + u * kStepThreads;
       if (item >= end) break;
       acc_t z[kItem];
-      if (noise != nullptr) {
 #pragma unroll
-        for (int e = 0; e < kItem; ++e) z[e] = static_cast<acc_t>(zv[u].v[e]);
-      } else if (draw) {
-#pragma unroll
-        for (int q = 0; q < kItem / 4; ++q) {
+      for (int q = 0; q < kItem / 4; ++q) {
+        if constexpr (kNoise == Noise::kDraw) {
           const jk::Float4 f = jk::normal4(seed, base + static_cast<uint64_t>(item) * (kItem / 4) + q);
           z[4 * q] = f.x;
           z[4 * q + 1] = f.y;
           z[4 * q + 2] = f.z;
           z[4 * q + 3] = f.w;
-        }
-      } else {
+        } else {
 #pragma unroll
-        for (int e = 0; e < kItem; ++e) z[e] = acc_t(0);
+          for (int e = 4 * q; e < 4 * q + 4; ++e) {
+            z[e] = kNoise == Noise::kGiven ? static_cast<acc_t>(zv[kLoads > 0 ? u : 0].v[e]) : acc_t(0);
+          }
+        }
       }
       const int64_t i0 = item * kItem;
       I o;
-      if constexpr (kVector) {  // the item lies in one row
-        const StepCoefs<acc_t> c = rows.at(i0);
 #pragma unroll
-        for (int e = 0; e < kItem; ++e) {
-          o.v[e] = static_cast<scalar_t>(
-              step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < kItem; ++e) {
-          o.v[e] = static_cast<scalar_t>(step_element(rows.at(i0 + e), static_cast<acc_t>(mv[u].v[e]),
-                                                      static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
-        }
+      for (int e = 0; e < kItem; ++e) {
+        // 16-byte items lie in one row: one lookup per item
+        const StepCoefs<acc_t>& c = rows.at(kVector ? i0 : i0 + e, per_row);
+        o.v[e] = static_cast<scalar_t>(
+            step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
       }
       o.store(out, item, n);
     }
+    load_batch(first + kStepThreads * kUnroll);
   }
 }
 
-template <typename scalar_t, int kItem, bool kVector, typename CoefFn>
+template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
 void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
-                 const CoefFn& fn, bool clip, double range, bool draw) {
+                 const StepCoefFn& fn, bool clip, double range) {
+  const auto kernel = step_kernel<scalar_t, kItem, kVector, kNoise>;
   const int64_t n = out.numel(), n_items = (n + kItem - 1) / kItem, inner = n / x.size(0);
   // One wave of resident blocks, each with an equal contiguous chunk (no tail wave); chunks are whole
   // warps of items so each warp's accesses stay aligned.
-  static const int per_sm = [] {
+  static const int per_sm = [&] {
     int count = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &count, step_kernel<scalar_t, kItem, kVector, CoefFn>, kStepThreads, 0));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, kStepThreads, 0));
     return std::max(count, 1);
   }();
   const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * per_sm;
   const int64_t blocks_wanted = std::min((n_items + kStepThreads - 1) / kStepThreads, max_blocks);
-  const int64_t chunk = ((n_items + blocks_wanted - 1) / blocks_wanted + 31) / 32 * 32;
+  int64_t chunk = ((n_items + blocks_wanted - 1) / blocks_wanted + 31) / 32 * 32;
+  // With one timestep per row a chunk spans at most kStepThreads rows (the shared coefficient table):
+  // chunk * kItem <= (kStepThreads - 2) * inner elements touch at most kStepThreads - 1 rows. Short
+  // rows thus mean more, smaller blocks (still >= 32 items: inner >= 1 and kItem <= 8).
+  if (fn.per_row()) chunk = std::min(chunk, (kStepThreads - 2) * inner / kItem / 32 * 32);
+  TORCH_INTERNAL_ASSERT(chunk >= 32, "step chunk");
   const int64_t blocks = (n_items + chunk - 1) / chunk;
+  TORCH_CHECK(blocks < (int64_t{1} << 31), "ddpm_step/ddim_step: tensor too large for one launch");
   // Reserve one draw per element, so consecutive calls (and graph replays) never reuse numbers.
-  const at::PhiloxCudaState philox = draw ? jk::cuda_philox_state(n) : at::PhiloxCudaState();
-  step_kernel<scalar_t, kItem, kVector><<<blocks, kStepThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+  const at::PhiloxCudaState philox = kNoise == Noise::kDraw ? jk::cuda_philox_state(n) : at::PhiloxCudaState();
+  kernel<<<blocks, kStepThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
       out.mutable_data_ptr<scalar_t>(), m.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
-      noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner, chunk, fn, clip, range, draw, philox);
+      noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner, chunk, fn, clip, range, philox);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename CoefFn>
+template <typename scalar_t, int kItem, bool kVector>
+void launch_step_noise(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
+                       const StepCoefFn& fn, bool clip, double range, bool draw) {
+  if (noise != nullptr) {
+    launch_step<scalar_t, kItem, kVector, Noise::kGiven>(out, m, x, noise, fn, clip, range);
+  } else if (draw) {
+    launch_step<scalar_t, kItem, kVector, Noise::kDraw>(out, m, x, noise, fn, clip, range);
+  } else {
+    launch_step<scalar_t, kItem, kVector, Noise::kNone>(out, m, x, noise, fn, clip, range);
+  }
+}
+
 void step_cuda(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
-               const CoefFn& fn, bool clip, double range, bool draw) {
+               const StepCoefFn& fn, bool clip, double range, bool draw) {
   c10::cuda::CUDAGuard guard(out.device());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "diffusion_step_cuda", [&] {
     constexpr int kItem = std::max<int>(16 / sizeof(scalar_t), 4);
@@ -190,21 +296,21 @@ void step_cuda(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, 
     const bool vector = out.numel() / x.size(0) % kItem == 0 && aligned(out) && aligned(m) && aligned(x) &&
                         (noise == nullptr || aligned(*noise));
     if (vector) {
-      launch_step<scalar_t, kItem, true>(out, m, x, noise, fn, clip, range, draw);
+      launch_step_noise<scalar_t, kItem, true>(out, m, x, noise, fn, clip, range, draw);
     } else {
-      launch_step<scalar_t, 4, false>(out, m, x, noise, fn, clip, range, draw);
+      launch_step_noise<scalar_t, 4, false>(out, m, x, noise, fn, clip, range, draw);
     }
   });
 }
 
 void ddpm_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
                     const at::Tensor* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw) {
-  step_cuda(out, model_output, sample, noise, fn, clip, range, draw);
+  step_cuda(out, model_output, sample, noise, StepCoefFn{fn, DdimCoefFn{}, false}, clip, range, draw);
 }
 
 void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
                     const at::Tensor* noise, const DdimCoefFn& fn, bool clip, double range, bool draw) {
-  step_cuda(out, model_output, sample, noise, fn, clip, range, draw);
+  step_cuda(out, model_output, sample, noise, StepCoefFn{DdpmCoefFn{}, fn, true}, clip, range, draw);
 }
 
 // ---------------------------------------------------------------- GroupNorm + Mish
@@ -273,22 +379,54 @@ void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& 
 constexpr int kConvCo = 4;                 // output channels per block
 constexpr int kConvSplit = 2;              // warps sharing one output channel's reduction
 constexpr int kConvThreads = kConvCo * kConvSplit * 32;
-constexpr int kConvSmemBytes = 12 * 1024;  // input window for a chunk of input channels
+constexpr int kConvSmemBytes = 40 * 1024;  // input window for a chunk of input channels (512 at K = 5)
 constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
+constexpr int kPortableCluster = 8;        // thread-block cluster sizes every sm_90 GPU runs
+constexpr int kMaxCluster = 16;            // H100 / H200 run these too, when the blocks fit a GPC
+
+// GroupNorm + Mish inside the convolution kernel: the blocks of one (batch, group) form a thread-block
+// cluster and add their partial sums through distributed shared memory (sm_90).
+template <typename scalar_t>
+struct FusedGroupNorm {
+  const scalar_t* gamma;
+  const scalar_t* beta;
+  scalar_t* out;         // (B, C_out, L_out), like y
+  int64_t group_values;  // channels per group * L_out
+  double eps;
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Sum of one value per block over the blocks of this cluster, the same in every block (added in rank
+// order); `slot` is this block's shared slot, not reused before the cluster's next sync.
+template <typename acc_t>
+__device__ acc_t cluster_sum(acc_t block_value, acc_t* slot) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) *slot = block_value;
+  cluster.sync();
+  acc_t total = 0;
+  for (unsigned r = 0; r < cluster.num_blocks(); ++r) total += *cluster.map_shared_rank(slot, r);
+  return total;
+}
+#endif
 
 // y[b, co, l0 + n] = bias[co] + sum_{ci, k} w[co, ci, k] * x[b, ci, l0 + n + k - pad] (zero outside [0, L)).
 // Block (blockIdx.x, blockIdx.y) = (output channels kConvCo * blockIdx.x + [0, kConvCo), (batch, tile of
 // kTile positions)). Warp w computes channel w % kConvCo over reduction slice w / kConvCo: the channel's
 // weight row (r = ci * K + k, contiguous) is read in interleaved runs of 32 lanes x kVec elements with
-// 16-byte loads; each weight meets kTile staged inputs in registers; slices are summed via shared memory.
-template <typename scalar_t, int kTile>
+// 16-byte loads, 4-8 of them in flight per lane; each weight meets kTile staged inputs in
+// registers; slices are summed via shared memory. kGroupNorm: one tile per batch row, a group's blocks
+// are one cluster, and the block writes Mish(GroupNorm(y)) to gn.out instead of y.
+template <typename scalar_t, int kTile, bool kGroupNorm>
 __global__ void __launch_bounds__(kConvThreads)
     conv1d_direct_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
                          const scalar_t* __restrict__ bias, at::opmath_type<scalar_t>* __restrict__ y, int64_t c_in,
                          int64_t length, int64_t c_out, int kernel, int64_t pad, int64_t l_out, int64_t tiles,
-                         int chunk, bool vec_weights) {
+                         int chunk, bool vec_weights, FusedGroupNorm<scalar_t> gn) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int kVec = 16 / sizeof(scalar_t);  // weights per 16-byte load
+  // 16-byte weight loads a lane has in flight (8 of 16-bit types would take 128 registers)
+  constexpr int kConvLoads = sizeof(scalar_t) == 2 ? 4 : 8;
   using V = jk::Vec<scalar_t, kVec>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][width], zero-padded input window
@@ -304,10 +442,16 @@ __global__ void __launch_bounds__(kConvThreads)
   acc_t acc[kTile];
 #pragma unroll
   for (int n = 0; n < kTile; ++n) acc[n] = acc_t(0);
+  if (active) {  // the channel's weight row heads for L2 while the input window is staged
+    constexpr int kLine = 128 / sizeof(scalar_t);  // weights per 128-byte line
+    const int64_t row = c_in * kernel;
+    for (int64_t r = (split * 32 + lane) * kLine; r < row; r += kConvSplit * 32 * kLine) prefetch_l2(wrow + r);
+  }
 
   for (int64_t c0 = 0; c0 < c_in; c0 += chunk) {
     const int cc = static_cast<int>(c_in - c0 < chunk ? c_in - c0 : chunk);
     __syncthreads();  // every warp is done reading the previous chunk
+#pragma unroll 8
     for (int i = threadIdx.x; i < cc * width; i += blockDim.x) {
       const int ci = i / width, j = i - ci * width;
       const int64_t l = l0 - pad + j;
@@ -324,25 +468,33 @@ __global__ void __launch_bounds__(kConvThreads)
       const int count_vec = count / kVec * kVec;
       int r = (split * 32 + lane) * kVec;
       int ci = r / kernel, k = r - (r / kernel) * kernel;
-      for (; r < count_vec; r += stride) {
-        const V wv = *reinterpret_cast<const V*>(wc + r);
-        int cj = ci, kj = k;
+      for (; r < count_vec; r += stride * kConvLoads) {
+        V wv[kConvLoads];
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const acc_t wj = static_cast<acc_t>(wv.val[j]);
-          const acc_t* xr = xs + cj * width + kj;  // largest index read: cc * width - 1
-#pragma unroll
-          for (int n = 0; n < kTile; ++n) acc[n] += wj * xr[n];
-          if (++kj == kernel) {
-            kj = 0;
-            ++cj;
-          }
+        for (int u = 0; u < kConvLoads; ++u) {  // every load first
+          if (r + u * stride < count_vec) wv[u] = *reinterpret_cast<const V*>(wc + r + u * stride);
         }
-        ci += dci;
-        k += dk;
-        if (k >= kernel) {
-          k -= kernel;
-          ++ci;
+#pragma unroll
+        for (int u = 0; u < kConvLoads; ++u) {
+          if (r + u * stride >= count_vec) break;
+          int cj = ci, kj = k;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const acc_t wj = static_cast<acc_t>(wv[u].val[j]);
+            const acc_t* xr = xs + cj * width + kj;  // largest index read: cc * width - 1
+#pragma unroll
+            for (int n = 0; n < kTile; ++n) acc[n] += wj * xr[n];
+            if (++kj == kernel) {
+              kj = 0;
+              ++cj;
+            }
+          }
+          ci += dci;
+          k += dk;
+          if (k >= kernel) {
+            k -= kernel;
+            ++ci;
+          }
         }
       }
       r_done = count_vec;
@@ -364,17 +516,62 @@ __global__ void __launch_bounds__(kConvThreads)
     }
   }
   __syncthreads();
-  if (active && split == 0 && lane < kTile && l0 + lane < l_out) {
-    acc_t sum = bias != nullptr ? static_cast<acc_t>(bias[co]) : acc_t(0);
+  if constexpr (!kGroupNorm) {
+    if (active && split == 0 && lane < kTile && l0 + lane < l_out) {
+      acc_t sum = bias != nullptr ? static_cast<acc_t>(bias[co]) : acc_t(0);
 #pragma unroll
-    for (int s = 0; s < kConvSplit; ++s) sum += partial[s][co_local][lane];
-    y[(b * c_out + co) * l_out + l0 + lane] = sum;
+      for (int s = 0; s < kConvSplit; ++s) sum += partial[s][co_local][lane];
+      y[(b * c_out + co) * l_out + l0 + lane] = sum;
+    }
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // Thread t holds value (channel t / kTile, position t % kTile) of this block's kConvCo channels; every
+    // channel is active (the launcher checks). Two-pass statistics over the group, as gn_mish_kernel.
+    __shared__ acc_t scratch[kConvThreads / 32], slots[2];
+    const int c_mine = threadIdx.x / kTile, pos = threadIdx.x % kTile;
+    const bool mine = threadIdx.x < kConvCo * kTile && pos < l_out;
+    const int64_t co_mine = static_cast<int64_t>(blockIdx.x) * kConvCo + c_mine;
+    acc_t v = 0;
+    if (mine) {
+      v = bias != nullptr ? static_cast<acc_t>(bias[co_mine]) : acc_t(0);
+#pragma unroll
+      for (int s = 0; s < kConvSplit; ++s) v += partial[s][c_mine][pos];
+    }
+    const acc_t n = static_cast<acc_t>(gn.group_values);
+    const acc_t mean = cluster_sum(jk::block_sum(v, scratch), &slots[0]) / n;
+    const acc_t d = mine ? v - mean : acc_t(0);
+    const acc_t var = cluster_sum(jk::block_sum(d * d, scratch), &slots[1]) / n;
+    const acc_t rstd = acc_t(1) / ::sqrt(var + static_cast<acc_t>(gn.eps));
+    if (mine) {
+      const acc_t h = d * rstd * static_cast<acc_t>(gn.gamma[co_mine]) + static_cast<acc_t>(gn.beta[co_mine]);
+      gn.out[(b * c_out + co_mine) * l_out + pos] = static_cast<scalar_t>(mish(h));
+    }
+    cooperative_groups::this_cluster().sync();  // no block leaves while another may read its slots
+#else
+    __trap();  // the launcher runs this path only on binaries for sm_90 and newer
+#endif
   }
 }
 
+// Whether `kernel` (the fused GroupNorm one) runs on `device` from a binary for sm_90+ (thread-block
+// clusters); one answer per device, as every kernel of this library is built for the same archs.
+inline bool clusters_supported(const void* kernel, int device) {
+  static int cached[64] = {0};  // 0: not asked yet, 1: yes, -1: no
+  if (device < 0 || device >= 64) return false;
+  if (cached[device] == 0) {
+    cudaFuncAttributes attributes{};
+    cached[device] = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.binaryVersion >= 90
+                         ? 1 : -1;
+    (void)cudaGetLastError();  // a failed query leaves no sticky error behind
+  }
+  return cached[device] == 1;
+}
+
+// y = conv1d(x, w, bias) into y (gn == nullptr), or out = Mish(GroupNorm(conv1d(...))) in one launch
+// when the group's blocks fit one cluster; returns false when it could not run (gn only).
 template <typename scalar_t, int kTile>
-void launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
-                          int64_t pad, int64_t chunk_fit) {
+bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
+                          int64_t pad, int64_t chunk_fit, const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int kVec = 16 / sizeof(scalar_t);
   const int64_t batch = x.size(0), c_in = x.size(1), length = x.size(2);
@@ -392,33 +589,102 @@ void launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
   chunk = std::max<int64_t>(chunk, 1);
   const size_t smem = static_cast<size_t>(chunk * width) * sizeof(acc_t);
   const dim3 grid(static_cast<unsigned>((c_out + kConvCo - 1) / kConvCo), static_cast<unsigned>(batch * tiles));
-  conv1d_direct_kernel<scalar_t, kTile><<<grid, kConvThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
-      x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), bias ? bias->const_data_ptr<scalar_t>() : nullptr,
-      y.mutable_data_ptr<acc_t>(), c_in, length, c_out, static_cast<int>(kernel), pad, l_out, tiles,
-      static_cast<int>(chunk), vec);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const scalar_t* bias_ptr = bias ? bias->const_data_ptr<scalar_t>() : nullptr;
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  if (gn == nullptr) {
+    conv1d_direct_kernel<scalar_t, kTile, false><<<grid, kConvThreads, smem, stream>>>(
+        x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), bias_ptr, y.mutable_data_ptr<acc_t>(), c_in,
+        length, c_out, static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), vec,
+        FusedGroupNorm<scalar_t>{});
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return true;
+  }
+  // Fused: one tile per row, whole blocks per group, at most kMaxCluster blocks per group (the U-Net's
+  // 256 and 512 channels in 8 groups: clusters of 8 and 16 blocks, as many blocks as the unfused kernel).
+  const int64_t group_channels = c_out / groups, cluster = group_channels / kConvCo;
+  const auto fused = conv1d_direct_kernel<scalar_t, kTile, true>;
+  if (tiles != 1 || group_channels % kConvCo != 0 || cluster > kMaxCluster ||
+      !clusters_supported(reinterpret_cast<const void*>(fused), y.get_device())) {
+    return false;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kConvThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  if (cluster > kPortableCluster) {
+    // Allowed on request, and asked of the device (once per device, with the largest window, before any
+    // CUDA graph capture: the first call is a warm-up), not assumed.
+    static int large_clusters[64] = {0};  // 0: not asked yet, 1: they run, -1: they do not
+    const int device = y.get_device();
+    if (device < 0 || device >= 64) return false;
+    if (large_clusters[device] == 0) {
+      cudaLaunchConfig_t query = config;
+      cudaLaunchAttribute query_dims = attribute;
+      query_dims.val.clusterDim.x = kMaxCluster;
+      query.attrs = &query_dims;
+      query.dynamicSmemBytes = kConvSmemBytes;
+      int active = 0;
+      const bool runs = cudaFuncSetAttribute(fused, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+                            cudaSuccess &&
+                        cudaOccupancyMaxActiveClusters(&active, fused, &query) == cudaSuccess && active >= 1;
+      (void)cudaGetLastError();  // a failed query leaves no sticky error behind
+      large_clusters[device] = runs ? 1 : -1;
+    }
+    if (large_clusters[device] != 1) return false;
+  }
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, fused, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+                                    bias_ptr, static_cast<acc_t*>(nullptr), c_in, length, c_out,
+                                    static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), vec, *gn));
+  return true;
+}
+
+// The direct convolution, or nothing when cuDNN should convolve (large batch x length). With `out`:
+// GroupNorm + Mish fused into the same launch where possible; false: the caller runs gn_mish_cuda.
+template <typename scalar_t>
+bool conv1d_direct_dispatch(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor* bias, int64_t pad, const FusedGroupNorm<scalar_t>* gn,
+                            int64_t groups) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t l_out = y.size(2), kernel = weight.size(2);
+  const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
+  const int64_t tiles = (l_out + tile - 1) / tile;
+  // Input channels whose window fits the shared-memory budget.
+  const int64_t fit = kConvSmemBytes / ((tile + kernel - 1) * static_cast<int64_t>(sizeof(acc_t)));
+  const int64_t channel_blocks = (weight.size(0) + kConvCo - 1) / kConvCo;
+  if (x.size(0) * tiles > kDirectMaxTiles || fit < 1 || channel_blocks >= (int64_t{1} << 31)) {
+    return false;
+  }
+  c10::cuda::CUDAGuard guard(y.device());
+  if (tile == 4) return launch_conv1d_direct<scalar_t, 4>(y, x, weight, bias, pad, fit, gn, groups);
+  if (tile == 8) return launch_conv1d_direct<scalar_t, 8>(y, x, weight, bias, pad, fit, gn, groups);
+  return launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, fit, gn, groups);
 }
 
 bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
                         int64_t pad) {
-  const int64_t l_out = y.size(2), kernel = weight.size(2);
-  const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
-  const int64_t tiles = (l_out + tile - 1) / tile;
   bool ran = false;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_direct_cuda", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    // Input channels whose window fits the shared-memory budget.
-    const int64_t fit = kConvSmemBytes / ((tile + kernel - 1) * static_cast<int64_t>(sizeof(acc_t)));
-    if (x.size(0) * tiles > kDirectMaxTiles || fit < 1 || (weight.size(0) + kConvCo - 1) / kConvCo >= (int64_t{1} << 31)) return;
-    c10::cuda::CUDAGuard guard(y.device());
-    if (tile == 4) {
-      launch_conv1d_direct<scalar_t, 4>(y, x, weight, bias, pad, fit);
-    } else if (tile == 8) {
-      launch_conv1d_direct<scalar_t, 8>(y, x, weight, bias, pad, fit);
-    } else {
-      launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, fit);
-    }
-    ran = true;
+    ran = conv1d_direct_dispatch<scalar_t>(y, x, weight, bias, pad, nullptr, 1);
+  });
+  return ran;
+}
+
+bool conv1d_gn_mish_direct_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor* bias, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
+                                int64_t groups, int64_t pad, double eps) {
+  bool ran = false;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_direct_cuda", [&] {
+    const FusedGroupNorm<scalar_t> gn{gn_weight.const_data_ptr<scalar_t>(), gn_bias.const_data_ptr<scalar_t>(),
+                                      out.mutable_data_ptr<scalar_t>(), out.size(1) / groups * out.size(2), eps};
+    ran = conv1d_direct_dispatch<scalar_t>(out, x, weight, bias, pad, &gn, groups);
   });
   return ran;
 }

@@ -190,6 +190,11 @@ void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const
 // kernel when batch x length is small; returns false, having done nothing, when cuDNN should convolve.
 bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
                         int64_t pad);
+// out = Mish(GroupNorm(conv1d(x, weight, bias))) in one launch (the direct kernel, its blocks of one group
+// a thread-block cluster); returns false, having done nothing, when this path does not apply.
+bool conv1d_gn_mish_direct_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
+                                const at::Tensor* bias, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
+                                int64_t groups, int64_t pad, double eps);
 // out = Mish(GroupNorm(y)) for a convolution result y of out's shape, in out's dtype or its accumulation type.
 void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
                   int64_t groups, double eps);
