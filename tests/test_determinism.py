@@ -4,7 +4,7 @@ import gc
 
 import pytest
 import torch
-from conftest import DEVICES, needs_cuda
+from conftest import DEVICES, needs_cuda, needs_graphs
 
 import loader
 
@@ -55,6 +55,7 @@ def test_seed_reproduces_and_next_call_is_fresh(device, op):
     assert not torch.equal(first, second), "two calls in a row drew the same numbers"
 
 
+@needs_graphs
 @needs_cuda
 @pytest.mark.parametrize("op", OPS)
 def test_cuda_graph_replays_fresh_noise_and_reproduces_under_the_seed(op):

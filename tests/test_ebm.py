@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from conftest import DEVICES, TOLERANCES, needs_cuda
+from conftest import DEVICES, TOLERANCES, needs_cuda, needs_graphs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -473,6 +473,7 @@ def test_mixed_devices_rejected():
 
 # ---------------------------------------------------------------- CUDA only
 
+@needs_graphs
 @needs_cuda
 def test_cuda_graph_capture_draws_fresh_noise():
     x = torch.randn(1024, 16, device="cuda")

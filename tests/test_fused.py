@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import loader
-from conftest import TOLERANCES, needs_cuda
+from conftest import TOLERANCES, needs_cuda, needs_graphs
 
 fused = loader.load("fused")
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -77,6 +77,7 @@ def test_torch_compile_fullgraph(device):
     torch.testing.assert_close(f(x, y), (torch.relu(x * 2) + y + 1.0).sum(dim=-1))
 
 
+@needs_graphs
 @needs_cuda
 def test_cuda_graph_capture_and_replay():
     x, y = _inputs(1 << 20, torch.float32, "cuda")

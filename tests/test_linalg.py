@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import loader
-from conftest import DEVICES, TOLERANCES, needs_cuda
+from conftest import DEVICES, TOLERANCES, needs_cuda, needs_graphs
 
 linalg = loader.load("linalg")
 ref = linalg.reference
@@ -350,6 +350,7 @@ def test_torch_compile_fullgraph():
     torch.testing.assert_close(compiled(A, B), f(A, B))
 
 
+@needs_graphs
 @needs_cuda
 def test_cuda_graph_capture():
     A = random_spd(64, 1e3, batch=(4,), device="cuda").float()

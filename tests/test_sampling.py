@@ -3,7 +3,7 @@ import math
 
 import pytest
 import torch
-from conftest import DEVICES, TOLERANCES, needs_cuda
+from conftest import DEVICES, TOLERANCES, needs_cuda, needs_graphs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -426,6 +426,7 @@ def test_torch_compile_fullgraph():
         torch.testing.assert_close(got, want)
 
 
+@needs_graphs
 @needs_cuda
 def test_cuda_graph_capture():
     mean, std = torch.zeros(16, device="cuda"), torch.ones(16, device="cuda")

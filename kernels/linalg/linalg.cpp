@@ -151,10 +151,10 @@ class Factor {
     return s_->value;
   }
 
-  // a @ b, as one float32 (or float64) batch.
-  friend at::Tensor product(Factor& a, Factor& b) {
+  // a @ b, as one float32 (or float64) batch; through bfloat16 pieces when `pieces` (float32 on CUDA).
+  friend at::Tensor product(Factor& a, Factor& b, bool pieces) {
 #ifdef JK_WITH_CUDA
-    if (a.s_->source.is_cuda() && a.s_->source.scalar_type() == at::kFloat) {
+    if (pieces) {
       a.split(true, a.s_ == b.s_);  // a square: both layouts from one read
       b.split(false, true);
       return at::bmm(a.s_->left, b.s_->right, at::kFloat);
@@ -187,14 +187,14 @@ class Factor {
 };
 
 // T^p by repeated squaring: 2 products for p = 4, 3 for p = 8.
-Factor power(const Factor& T, int64_t p) {
+Factor power(const Factor& T, int64_t p, bool pieces) {
   std::optional<Factor> result;
   Factor base = T;
   while (true) {
-    if (p & 1) result = result ? Factor(product(*result, base)) : base;
+    if (p & 1) result = result ? Factor(product(*result, base, pieces)) : base;
     p >>= 1;
     if (p == 0) return *result;
-    base = Factor(product(base, base));
+    base = Factor(product(base, base, pieces));
   }
 }
 
@@ -227,6 +227,11 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const at::NoTF32Guard no_tf32;  // float32 at::bmm in full precision, whatever the global flag says
   const at::Tensor A = A_in.contiguous().view({nb, n, n});
   const bool is_double = A.scalar_type() == at::kDouble;
+  // Float32 products on the bfloat16 tensor cores (3 pieces per factor) only for p >= 4: measured
+  // on the H200 (tools/linalg_accuracy.py, cond 1e3), p = 4 and 8 stay under 4.5e-4 up to
+  // n = 4096, while p = 1 and 2 pass the 1e-3 bar at n = 1024 but not at 1500-4096 (up to
+  // 5.9e-3): their iteration amplifies the pieces' rounding, so they keep float32 cuBLAS.
+  const bool pieces = A.is_cuda() && A.scalar_type() == at::kFloat && p >= 4;
   if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
   const std::vector<double> alphas = newton_schedule(p, max_cond, is_double ? kTolDouble : kTolFloat);
   const int64_t steps = static_cast<int64_t>(alphas.size());
@@ -242,13 +247,13 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
     const double a = alphas[k], a_root = std::pow(a, 1.0 / static_cast<double>(p));
     Factor T(M.value(), -a_root * a / p, a_root * (p + 1) / p);
     std::optional<Factor> T_p;
-    if (k < steps - 1) T_p = power(T, p);  // first: T @ T splits T once for both sides
+    if (k < steps - 1) T_p = power(T, p, pieces);  // first: T @ T splits T once for both sides
     if (k == 0) {
       at::Tensor X1 = at::empty_like(M0);
       eye_axpy(X1, T.value(), x0, 1.0, {}, 0.0);  // X_1 = u^(-1/p) T_0: no product needed
       X.emplace(X1);
     } else {
-      X.emplace(product(*X, T));
+      X.emplace(product(*X, T, pieces));
     }
     if (k == steps - 1) {
       at::Tensor R = at::empty_like(M0);
@@ -256,7 +261,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
       residual = at::linalg_vector_norm(R.view({nb, n * n}), 2, at::IntArrayRef{1});
       break;  // the last M is never used
     }
-    M = Factor(product(*T_p, M));
+    M = Factor(product(*T_p, M, pieces));
   }
   at::Tensor X_out = X->value();
 
