@@ -36,6 +36,17 @@ C10_HOST_DEVICE inline uint32_t mulhilo32(uint32_t a, uint32_t b, uint32_t* hi) 
 #endif
 }
 
+// Philox4x32's round keys advance by these (the Weyl sequence of the key schedule).
+constexpr uint32_t kPhiloxKeyStep0 = 0x9E3779B9u, kPhiloxKeyStep1 = 0xBB67AE85u;
+
+// One Philox4x32 round under the round keys (k0, k1).
+C10_HOST_DEVICE inline Uint4 philox_round(const Uint4& c, uint32_t k0, uint32_t k1) {
+  uint32_t hi0, hi1;
+  const uint32_t lo0 = mulhilo32(0xD2511F53u, c.x, &hi0);
+  const uint32_t lo1 = mulhilo32(0xCD9E8D57u, c.z, &hi1);
+  return Uint4{hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0};
+}
+
 // Four independent 32-bit draws for (seed, counter, subsequence).
 C10_HOST_DEVICE inline Uint4 philox4x32_10(uint64_t seed, uint64_t counter, uint64_t subsequence) {
   Uint4 c{static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32),
@@ -43,12 +54,9 @@ C10_HOST_DEVICE inline Uint4 philox4x32_10(uint64_t seed, uint64_t counter, uint
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
 #pragma unroll
   for (int round = 0; round < 10; ++round) {
-    uint32_t hi0, hi1;
-    const uint32_t lo0 = mulhilo32(0xD2511F53u, c.x, &hi0);
-    const uint32_t lo1 = mulhilo32(0xCD9E8D57u, c.z, &hi1);
-    c = Uint4{hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0};
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    c = philox_round(c, k0, k1);
+    k0 += kPhiloxKeyStep0;
+    k1 += kPhiloxKeyStep1;
   }
   return c;
 }

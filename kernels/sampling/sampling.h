@@ -126,8 +126,8 @@ struct PhiloxKeyed {
 #endif
       k0[round] = a;
       k1[round] = b;
-      a += 0x9E3779B9u;
-      b += 0xBB67AE85u;
+      a += jk::kPhiloxKeyStep0;
+      b += jk::kPhiloxKeyStep1;
     }
   }
 
@@ -136,12 +136,7 @@ struct PhiloxKeyed {
     const uint64_t counter = first_counter + call;
     jk::Uint4 c{static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0u, 0u};
 #pragma unroll
-    for (int round = 0; round < 10; ++round) {
-      uint32_t hi0, hi1;
-      const uint32_t lo0 = jk::mulhilo32(0xD2511F53u, c.x, &hi0);
-      const uint32_t lo1 = jk::mulhilo32(0xCD9E8D57u, c.z, &hi1);
-      c = jk::Uint4{hi1 ^ c.y ^ k0[round], lo1, hi0 ^ c.w ^ k1[round], lo0};
-    }
+    for (int round = 0; round < 10; ++round) c = jk::philox_round(c, k0[round], k1[round]);
     return c;
   }
 };
