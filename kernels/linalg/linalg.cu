@@ -3,8 +3,8 @@
 //
 // Design (what bounds each op, and how the kernels are written to reach it):
 // - matrix_inverse_root is compute-bound: a scaled coupled Newton iteration whose cost is its
-//   matrix products (cuBLAS through at::bmm). Float32 products run on the bfloat16 tensor
-//   cores: each operand is split into 3 bfloat16 pieces (split_bf16x3_kernel) and the 6
+//   matrix products (cuBLAS through at::bmm). Float32 products with p >= 4 run on the bfloat16
+//   tensor cores: each operand is split into 3 bfloat16 pieces (split_bf16x3_kernel) and the 6
 //   piece products that reach float32's precision form ONE bfloat16 GEMM over K = 6n with
 //   float32 accumulation (~4x the FLOPs at ~16x float32's rate: about 2-3x faster per product);
 //   float64 uses float64 cuBLAS. The step count comes from (p, max_cond, dtype) on the host, so
@@ -12,11 +12,11 @@
 //   steps for cond 1e5, p = 4 to 8 (4 products each, minus the first X and the last M product).
 //   T = c1 I - c2 M is never formed on that path: the split kernel applies it as it reads M.
 // - kron and per_sample_grad_linear are write-bound: the output (nb, m*p, n*q) is written
-//   exactly once with 16-byte streaming stores; the inputs are tiny and served from L1/L2.
-//   Long rows: one equal contiguous chunk of the output per block, one resident wave (no
-//   tail); short rows: row by row, each thread 4 rows at a time (independent loads). Row and
-//   column positions are split once per thread and then advanced with carries, so the loops
-//   have no divisions; B is read with one vector load per 16-byte store when q % VEC == 0.
+//   exactly once with 16-byte streaming stores, row by row (session 3 tried equal contiguous
+//   chunks per block in one wave: 29.2 us against this kernel's 28.2 on the H200); the inputs
+//   are tiny and served from L1/L2. Row and column positions are split once per thread and
+//   then advanced with carries, so the loops have no divisions; B is read with one vector load
+//   per 16-byte store when q % VEC == 0, and short rows give each thread 4 rows at a time.
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -223,8 +223,7 @@ __global__ void __launch_bounds__(kThreads) kron_kernel(T* __restrict__ out, con
   const int64_t j0 = div_small(c0, s.q), l0 = c0 - j0 * s.q;
   RowCursor cur((static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * R, s);
   if constexpr (R == 1) {
-    // The thread walks its columns of each row (short rows: one at most; long rows take
-    // kron_chunk_kernel).
+    // Long rows: the thread walks its columns of each row.
     for (; cur.valid(s); cur.advance(s)) {
       const T* a_row = A + cur.a_off;
       const T* b_row = B + cur.b_off;
@@ -264,60 +263,6 @@ __global__ void __launch_bounds__(kThreads) kron_kernel(T* __restrict__ out, con
   }
 }
 
-// Long rows (cols > blockDim.x * VEC): the output's VEC-wide vectors, in memory order, are cut
-// into one equal contiguous chunk per block, so a one-wave grid has no tail (rows would leave
-// blocks with 4 or 5 rows of work). Threads walk their chunk blockDim.x vectors at a time, each
-// store a coalesced 16-byte streaming store; position digits are split once, then carried.
-template <typename T, int VEC, bool kVecB>
-// (kVecB: 8 resident blocks of 256 threads per SM fit in 32 registers without spills.)
-__global__ void __launch_bounds__(kThreads, kVecB ? 8 : 1) kron_chunk_kernel(T* __restrict__ out, const T* __restrict__ A,
-                                                              const T* __restrict__ B, const KronArgs s,
-                                                              int64_t chunk) {
-  const int64_t vcols = s.cols / VEC, vectors = s.numel / VEC;
-  const int64_t chunk_end = (static_cast<int64_t>(blockIdx.x) + 1) * chunk;
-  const int64_t end = chunk_end < vectors ? chunk_end : vectors;
-  int64_t v = static_cast<int64_t>(blockIdx.x) * chunk + threadIdx.x;
-  if (v >= end) return;
-  const int64_t row = v / vcols;  // 64-bit divisions, once per thread
-  int64_t c = v - row * vcols;
-  int64_t j = c * VEC / s.q, l = c * VEC - j * s.q;
-  RowCursor cur(row, s);
-  for (; v < end; v += blockDim.x) {
-    store_pack<T, VEC>(out + cur.o_off + c * VEC, kron_pack<T, VEC, kVecB>(A + cur.a_off, B + cur.b_off, j, l, s.q));
-    c += blockDim.x;  // column VEC * c = j * q + l moves by blockDim.x * VEC = sj * q + sl
-    j += s.sj;
-    l += s.sl;
-    if (l >= s.q) {
-      l -= s.q;
-      ++j;
-    }
-    while (c >= vcols) {  // into the next row: column back by cols = n * q
-      c -= vcols;
-      j -= s.n;
-      cur.next(s);
-    }
-  }
-}
-
-template <typename T, int VEC, bool kVecB>
-void launch_kron_chunks(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B, const KronArgs& s) {
-  TORCH_INTERNAL_ASSERT(s.numel / s.cols <= INT32_MAX, "kron: too many rows for the 32-bit row split");
-  static const int per_sm = [] {
-    int count = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kron_chunk_kernel<T, VEC, kVecB>, kThreads, 0));
-    return std::max(count, 1);
-  }();
-  const int64_t vectors = s.numel / VEC;
-  const int64_t wave = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * per_sm;
-  const int64_t blocks_wanted = std::min<int64_t>((vectors + kThreads - 1) / kThreads, wave);
-  // Chunks of whole warps of vectors (aligned 512-byte stores for 16-byte vectors).
-  const int64_t chunk = ((vectors + blocks_wanted - 1) / blocks_wanted + 31) / 32 * 32;
-  const int64_t blocks = (vectors + chunk - 1) / chunk;
-  kron_chunk_kernel<T, VEC, kVecB><<<static_cast<unsigned>(blocks), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-      out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), s, chunk);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
 template <typename T, int VEC, bool kVecB, int R>
 void launch_kron_rows(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B, KronArgs s, int tx,
                       int ty) {
@@ -349,17 +294,13 @@ void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B
   const int ty = kThreads / tx;
   s.sj = tx * VEC / s.q;
   s.sl = tx * VEC - s.sj * s.q;
-  if (vcols > kThreads) {  // long rows (tx = kThreads): equal chunks of the whole output
-    launch_kron_chunks<T, VEC, kVecB>(out, A, B, s);
-    return;
-  }
   if constexpr (kVecB) {  // (the element-wise path keeps R = 1: it is the rare q % VEC != 0 case)
     if (vcols <= tx) {
       launch_kron_rows<T, VEC, kVecB, 4>(out, A, B, s, tx, ty);  // one vector per thread and row: 4 rows at a time
       return;
     }
   }
-  launch_kron_rows<T, VEC, kVecB, 1>(out, A, B, s, tx, ty);  // short rows, B element by element
+  launch_kron_rows<T, VEC, kVecB, 1>(out, A, B, s, tx, ty);  // several vectors per thread and row
 }
 
 }  // namespace
