@@ -30,35 +30,25 @@ constexpr int normals_per_call() {
   return sizeof(T) == 2 ? 8 : 4;
 }
 
-C10_HOST_DEVICE inline float bits_as_float(uint32_t bits) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-#endif
-}
-
-C10_HOST_DEVICE inline uint32_t float_as_bits(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(f));
-  return bits;
-#endif
+// v's bits read as a To of the same width (memcpy is the defined way to reinterpret; host and
+// device compilers make it a register move).
+template <typename To, typename From>
+C10_HOST_DEVICE inline To same_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From), "same_bits: the widths differ");
+  To out;
+  ::memcpy(&out, &v, sizeof(To));
+  return out;
 }
 
 // A uniform in (0, 1] from the top 23 bits: 2 - [1, 2) built from the mantissa (no int->float convert).
 C10_HOST_DEVICE inline float uniform_hi23(uint32_t bits) {
-  return 2.0f - bits_as_float(0x3f800000u | (bits >> 9));
+  return 2.0f - same_bits<float>(0x3f800000u | (bits >> 9));
 }
 
 // A uniform in (0, 1) from the top 16 bits k: (k + ½) 2^-16, exactly. f = 1 + k 2^-23 from the
 // mantissa, then 128 f - (128 - 2^-17) (exact: both steps are representable).
 C10_HOST_DEVICE inline float uniform_hi16(uint32_t bits) {
-  const float f = bits_as_float(0x3f800000u | (bits >> 16));
+  const float f = same_bits<float>(0x3f800000u | (bits >> 16));
   return 128.0f * f - (128.0f - 0.00000762939453125f);
 }
 
@@ -86,10 +76,10 @@ C10_HOST_DEVICE inline void circle_point(uint32_t bits, float r, float* z0, floa
   constexpr uint32_t kAngleMask = ((1u << kAngleBits) - 1u) << 1;
   constexpr float kOffset = 8388608.0f + float(1u << kAngleBits);  // 2^23 + 2^kAngleBits
   constexpr float kStep = 0.78539816339744831f / float(1u << kAngleBits);  // (π/4) / 2^kAngleBits
-  const float j = bits_as_float(0x4b000001u | (bits & kAngleMask)) - kOffset;
+  const float j = same_bits<float>(0x4b000001u | (bits & kAngleMask)) - kOffset;
   float s, c;
   jk::sincos_quarter(j * kStep, &s, &c);
-  c = bits_as_float(float_as_bits(c) ^ ((bits << (31 - kNegateBit)) & 0x80000000u));
+  c = same_bits<float>(same_bits<uint32_t>(c) ^ ((bits << (31 - kNegateBit)) & 0x80000000u));
   const bool swap = bits & 1u;
   *z0 = r * (swap ? s : c);
   *z1 = r * (swap ? c : s);
@@ -179,12 +169,7 @@ C10_HOST_DEVICE inline K order_key(F score, bool maximize) {
   static_assert(sizeof(K) == sizeof(F), "key and score widths differ");
   if (score != score) return ~K(0);
   if (score == F(0)) score = F(0);  // -0.0 -> +0.0
-  K bits;
-#ifdef __CUDA_ARCH__
-  bits = *reinterpret_cast<const K*>(&score);
-#else
-  std::memcpy(&bits, &score, sizeof(K));
-#endif
+  const K bits = same_bits<K>(score);
   constexpr K kSign = K(1) << (8 * sizeof(K) - 1);
   const K key = (bits & kSign) ? ~bits : (bits | kSign);  // IEEE order as unsigned order
   return maximize ? ~key : key;  // no number maps to ~0, so NaN stays last
