@@ -71,6 +71,15 @@ inline int multiprocessor_count(int device) {
   return cached[device];
 }
 
+// Blocks of `kernel` at `threads` threads (no dynamic shared memory) that fit on one SM at once,
+// at least 1: times multiprocessor_count, the grid of one full wave.
+template <typename Kernel>
+int blocks_per_sm(Kernel kernel, int threads) {
+  int count = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, threads, 0));
+  return count > 1 ? count : 1;
+}
+
 // out[i] = op(inputs[i]...) for contiguous CUDA tensors of one dtype T and equal numel.
 template <typename T, typename Op, typename... Tensors>
 void cuda_elementwise(const at::Tensor& out, Op op, const Tensors&... inputs) {

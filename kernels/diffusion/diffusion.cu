@@ -252,11 +252,7 @@ void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x
   const int64_t n = out.numel(), n_items = (n + kItem - 1) / kItem, inner = n / x.size(0);
   // One wave of resident blocks, each with an equal contiguous chunk (no tail wave); chunks are whole
   // warps of items so each warp's accesses stay aligned.
-  static const int per_sm = [&] {
-    int count = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&count, kernel, kStepThreads, 0));
-    return std::max(count, 1);
-  }();
+  static const int per_sm = jk::blocks_per_sm(kernel, kStepThreads);
   const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * per_sm;
   const int64_t blocks_wanted = std::min((n_items + kStepThreads - 1) / kStepThreads, max_blocks);
   int64_t chunk = ((n_items + blocks_wanted - 1) / blocks_wanted + 31) / 32 * 32;

@@ -51,9 +51,7 @@ inline int64_t grid_size(int64_t work, int64_t per_block, int device, int per_sm
 // give every block the same share; a partial second wave doubles the time of its blocks).
 template <typename Kernel>
 int64_t resident_grid(Kernel kernel, int threads, int64_t want, int device) {
-  int per_sm = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-  const int64_t wave = int64_t(std::max(per_sm, 1)) * jk::multiprocessor_count(device);
+  const int64_t wave = int64_t(jk::blocks_per_sm(kernel, threads)) * jk::multiprocessor_count(device);
   return std::max<int64_t>(1, std::min<int64_t>(want, wave));
 }
 

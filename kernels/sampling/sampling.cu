@@ -126,11 +126,7 @@ void normal_cuda(const at::Tensor& out, const at::Tensor& mean, const at::Tensor
     const auto kernel = normal_kernel<scalar_t, P>;
     // Blocks that fit on an SM at once (registers decide): the grid is at most one full wave, so
     // no SM gets a second, partial round of blocks (whose threads each run the whole loop).
-    static const int resident_blocks = [&] {
-      int blocks_per_sm = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kNormalThreads, 0));
-      return std::max(blocks_per_sm, 1);
-    }();
+    static const int resident_blocks = jk::blocks_per_sm(kernel, kNormalThreads);
     const int64_t calls = (total + kPer - 1) / kPer;
     // The smallest number of calls whose outputs span whole rows; the stride is the multiple of it
     // closest to one full wave of resident threads (or every call, if fewer).
