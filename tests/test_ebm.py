@@ -517,10 +517,9 @@ def test_cuda_chain_statistics_wide_and_tiers(D):
 @needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("model", ["double_well", "harmonic", "rastrigin"])
-def test_cuda_separable_scores_elementwise(dtype, model):
-    # Separable models' scores go through the flat elementwise launcher: a size that is not a
-    # multiple of the vector width (scalar tail), a misaligned input (scalar path) and a size
-    # over one tile of blocks.
+def test_cuda_separable_scores_tails_and_misaligned(dtype, model):
+    # Separable models' scores: a size that is not a multiple of the vector width (scalar tail),
+    # a misaligned input (scalar path) and a size over one tile of blocks.
     params = PARAMS[model]
     for B, D, offset in [(3, 7, 0), (1001, 16, 0), (1001, 16, 1), (70001, 5, 0)]:
         flat = torch.randn(B * D + offset, device="cuda").to(dtype)
