@@ -7,6 +7,10 @@
 #   large: the >2^31-element tests, alone (memory). sanitize: tools/sanitize.sh. stress: 8 processes
 #   building every real family on an empty cache. multi: the
 #   torch.distributed example on every GPU of the host (run it on a machine with 2 or more).
+#   profile: tools/profile_ops.py (each kernel's time per call, ours / eager / compile) for PROFILE_CASES;
+#   ncu: Nsight Compute sections of our kernels for NCU_CASES (patterns separated by ';').
+#   pack (last): the build cache into $OUT/jkcache.tgz (carry it back as JITKERNELS_CACHE to skip the
+#   next machine's build) and every log into $OUT/logs.tgz, since only 8 files come back.
 set -u -o pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -50,6 +54,20 @@ for step in $STEPS; do
     bench) $PY benchmarks/run.py --out "$OUT" ${FAMILIES:+--families $FAMILIES} 2>&1 | grep -v "^|" | tail -60 || status=1
            $PY benchmarks/cpu_vs_gpu.py --out "$OUT" 2>&1 | tee "$OUT/cpu_vs_gpu.md" | tail -15 || status=1 ;;
     load)  $PY benchmarks/load_time.py --out "$OUT/load_time.json" 2>&1 | tail -6 || status=1 ;;
+    profile) IFS=';' read -ra cases <<< "${PROFILE_CASES:-diffusion ddpm_step drawn;diffusion conv1d_gn_mish B=1 C=256;linalg kron;sampling normal d=5000;ebm harmonic float32;ebm gaussian_score float32}"
+      $PY tools/profile_ops.py "${cases[@]}" 2>&1 | tee "$OUT/profile.log" || status=1 ;;
+    ncu)
+      IFS=';' read -ra cases <<< "${NCU_CASES:-diffusion ddpm_step drawn;diffusion conv1d_gn_mish B=1 C=256;linalg kron;sampling normal d=5000 float32;ebm harmonic_energy float32;ebm harmonic_score float32}"
+      for pattern in "${cases[@]}"; do
+        echo "== ncu: $pattern"
+        timeout 120 ncu --clock-control none --kernel-name-base demangled -k "regex:(jk|ebm|sampling|diffusion|linalg|fused)::" \
+          --launch-skip 3 --launch-count 1 --section SpeedOfLight --section LaunchStats --section Occupancy \
+          --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+          $PY tools/profile_ops.py --ours-only --calls 1 "$pattern" 2>&1 | grep -v "^==PROF==" || status=1
+      done 2>&1 | tee "$OUT/ncu.log" ;;
+    pack)
+      tar -czf "$OUT/jkcache.tgz" -C "$JITKERNELS_CACHE" --exclude=.lock --exclude="*.tmp*" . 2>/dev/null
+      (cd "$OUT" && tar -czf logs.tgz --exclude=jkcache.tgz --exclude=logs.tgz . && find . -type f ! -name "*.tgz" -delete) ;;
     examples)
       for example in ebm_sampling cem_optimize diffusion_policy shampoo_mlp multi_gpu_sampling; do
         echo "== examples/$example.py"
