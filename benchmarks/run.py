@@ -148,6 +148,8 @@ def main() -> int:
     parser.add_argument("--families", nargs="*", help="default: every family with a cases file")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--match", nargs="*", default=[], help="only cases where every word of one pattern is in "
+                        "'family op shape dtype' (a quick look at a few ops; the full run writes the results)")
     parser.add_argument("--update-doc", action="store_true", help="rewrite the table in BENCHMARKS.md")
     parser.add_argument("--from-json", type=Path, help="render a committed <gpu>.json (measured on the GPU "
                         "machine) into BENCHMARKS.md instead of running")
@@ -174,6 +176,9 @@ def main() -> int:
             print(f"{family}: cases failed: {type(exc).__name__}: {exc}", flush=True)
             continue
         for case in cases:
+            label = f"{case.family} {case.op} {case.shape} {case.dtype}"
+            if args.match and not any(all(word in label for word in p.split()) for p in args.match):
+                continue
             try:
                 row = run_case(case, device, rate)
             except Exception as exc:
@@ -185,6 +190,8 @@ def main() -> int:
                   f"compile {_fmt(row.get('compile_us'), '9.1f')}  floor% {_fmt((row.get('of_floor') or 0) * 100, '4.0f')}"
                   f"  {row.get('note', '')}", flush=True)
         torch.cuda.empty_cache() if device == "cuda" else None
+    if args.match:
+        return 0
     slug = re.sub(r"[^A-Za-z0-9]+", "-", env["device"]).strip("-").lower()
     (out / f"{slug}.json").write_text(json.dumps({"environment": env, "results": rows}, indent=1))
     table = markdown(env, rows)

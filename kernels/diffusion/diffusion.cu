@@ -142,11 +142,12 @@ struct StepCoefFn {
   }
 };
 
-// Resident blocks per SM asked of the compiler (more blocks, more loads in flight). float32 fits 64
-// registers without spilling (4 blocks), or 80 with a noise tensor (3); other types: no bound.
+// Resident blocks per SM asked of the compiler (more blocks, more loads in flight). float32 needs up to
+// 80 registers (3 blocks): at 64 (4 blocks) the vector paths spilled, which Nsight Compute showed as
+// local-memory traffic; other types: no bound.
 template <typename scalar_t, Noise kNoise>
 constexpr int step_min_blocks() {
-  return sizeof(scalar_t) != 4 ? 1 : kNoise == Noise::kGiven ? 3 : 4;
+  return sizeof(scalar_t) != 4 ? 1 : 3;
 }
 
 // Block b owns items [b * chunk, (b + 1) * chunk), which span at most kStepThreads rows (the launcher
@@ -373,7 +374,7 @@ void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& 
 // ---------------------------------------------------------------- direct convolution (small batch x length)
 
 constexpr int kConvCo = 4;                 // output channels per block
-constexpr int kConvSplit = 2;              // warps sharing one output channel's reduction
+constexpr int kConvSplit = 4;              // warps sharing one output channel's reduction
 constexpr int kConvThreads = kConvCo * kConvSplit * 32;
 constexpr int kConvSmemBytes = 40 * 1024;  // input window for a chunk of input channels (512 at K = 5)
 constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
@@ -414,7 +415,7 @@ __device__ acc_t cluster_sum(acc_t block_value, acc_t* slot) {
 // registers; slices are summed via shared memory. kGroupNorm: one tile per batch row, a group's blocks
 // are one cluster, and the block writes Mish(GroupNorm(y)) to gn.out instead of y.
 template <typename scalar_t, int kTile, bool kGroupNorm>
-__global__ void __launch_bounds__(kConvThreads)
+__global__ void __launch_bounds__(kConvThreads, 1)
     conv1d_direct_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
                          const scalar_t* __restrict__ bias, at::opmath_type<scalar_t>* __restrict__ y, int64_t c_in,
                          int64_t length, int64_t c_out, int kernel, int64_t pad, int64_t l_out, int64_t tiles,

@@ -12,11 +12,11 @@
 //   steps for cond 1e5, p = 4 to 8 (4 products each, minus the first X and the last M product).
 //   T = c1 I - c2 M is never formed on that path: the split kernel applies it as it reads M.
 // - kron and per_sample_grad_linear are write-bound: the output (nb, m*p, n*q) is written
-//   exactly once with 16-byte streaming stores, row by row (session 3 tried equal contiguous
-//   chunks per block in one wave: 29.2 us against this kernel's 28.2 on the H200); the inputs
-//   are tiny and served from L1/L2. Row and column positions are split once per thread and
-//   then advanced with carries, so the loops have no divisions; B is read with one vector load
-//   per 16-byte store when q % VEC == 0, and short rows give each thread 4 rows at a time.
+//   exactly once with 16-byte streaming stores. When q % VEC == 0 a thread holds one B vector
+//   in registers and writes it, times A[b, i, j], into a chunk of rows i: per store one A value
+//   from L1 (the row-by-row kernel before it also loaded a B vector per store, and L2 was 85%
+//   busy with those loads: 24.6 us against torch.compile's 22.8 on the H200). Otherwise the
+//   row kernel walks each output row, positions advanced with carries (no divisions in loops).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) split_bf16x3_kernel(const float* __r
 // Shapes of one kron launch, and the grid's row step pre-split on the host (see RowCursor).
 struct KronArgs {
   int64_t m, n, p, q, cols, numel, pq;  // cols = n*q, numel = nb*m*p*cols, pq = p*q
-  // Row step (gridDim.x * blockDim.y * R rows, < 2^31) = (db*m + di)*p + dk, kept as the digits
+  // Row step (gridDim.x * blockDim.y rows, < 2^31) = (db*m + di)*p + dk, kept as the digits
   // di < m, dk < p and the offset increments (db*m + di)*n, (db*p + dk)*q and step*cols.
   int64_t step_i, step_k, step_a, step_b, step_o;
   int64_t sj, sl;  // the column stride blockDim.x * VEC = sj*q + sl, sl < q
@@ -120,6 +120,11 @@ struct KronArgs {
 // d > x gives 0, and otherwise d <= x fits in 32 bits too.
 __device__ __forceinline__ int64_t div_small(int64_t x, int64_t d) {
   return d > x ? 0 : static_cast<int64_t>(static_cast<uint32_t>(x) / static_cast<uint32_t>(d));
+}
+
+// x / d for any 0 <= x: the 32-bit division when x allows it.
+__device__ __forceinline__ int64_t div_any(int64_t x, int64_t d) {
+  return x < (int64_t{1} << 31) ? div_small(x, d) : x / d;
 }
 
 // A thread's output row (b, i*p + k), i.e. row = (b*m + i)*p + k, as the loops use it: the
@@ -138,20 +143,6 @@ struct RowCursor {
   }
 
   __device__ __forceinline__ bool valid(const KronArgs& s) const { return o_off < s.numel; }  // row < rows
-
-  __device__ __forceinline__ void next(const KronArgs& s) {  // row += 1
-    o_off += s.cols;
-    b_off += s.q;
-    if (++k == s.p) {  // next i: B back to row k = 0
-      k = 0;
-      b_off -= s.pq;
-      a_off += s.n;
-      if (++i == s.m) {  // next batch: a_off runs on, B moves to the next matrix
-        i = 0;
-        b_off += s.pq;
-      }
-    }
-  }
 
   __device__ __forceinline__ void advance(const KronArgs& s) {  // row += step
     k += s.step_k;
@@ -172,32 +163,6 @@ struct RowCursor {
   }
 };
 
-// VEC output columns j*q + l ... of one row: a_row[j'] * b_row[l'] for each.
-// kVecB: q % VEC == 0 and B is 16-byte aligned, so l is a multiple of VEC and the VEC columns
-// lie in one B row: one aligned vector load times one A value. Otherwise (q % VEC != 0) a
-// vector may cross into the next A column, so walk (j, l) element by element.
-template <typename T, int VEC, bool kVecB>
-__device__ __forceinline__ Pack<T, VEC> kron_pack(const T* a_row, const T* b_row, int64_t j, int64_t l,
-                                                  int64_t q) {
-  Pack<T, VEC> pack;
-  if constexpr (kVecB) {
-    pack = *reinterpret_cast<const Pack<T, VEC>*>(b_row + l);  // tiny inputs: L1/L2 hits
-    const T a = a_row[j];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) pack.v[e] = kron_mul(a, pack.v[e]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      pack.v[e] = kron_mul(a_row[j], b_row[l]);
-      if (++l == q) {
-        l = 0;
-        ++j;
-      }
-    }
-  }
-  return pack;
-}
-
 template <typename T, int VEC>
 __device__ __forceinline__ void store_pack(T* dst, const Pack<T, VEC>& pack) {
   if constexpr (sizeof(pack) == 16) {
@@ -209,98 +174,125 @@ __device__ __forceinline__ void store_pack(T* dst, const Pack<T, VEC>& pack) {
   }
 }
 
-// Output (nb, m*p, n*q), row by row: row (b, i*p + k), column j*q + l = A[b, i, j] * B[b, k, l].
-// blockDim = (tx, ty): tx threads across a row, VEC columns per thread, ty rows per block; each
-// thread takes R consecutive rows per iteration, then steps by the grid's row step.
-// Requires cols % VEC == 0 (rows then start 16-byte aligned in a fresh contiguous output).
-// Positions are split into digits once per thread (32-bit divisions: the start row is below the
-// step, the start column below blockDim.x * VEC) and then moved with carries.
-template <typename T, int VEC, bool kVecB, int R>
-__global__ void __launch_bounds__(kThreads) kron_kernel(T* __restrict__ out, const T* __restrict__ A,
-                                                        const T* __restrict__ B, const KronArgs s) {
+// Output (nb, m*p, n*q) when a vector of VEC output columns lies in one B row (q % VEC == 0, B
+// aligned; VEC = 1 always does): out[b, i*p + k, v*VEC + e] = A[b, i, j] * B[b, k, l + e] with
+// j*q + l = v*VEC. A thread owns one B vector, the slot (b, k, v) = blockIdx.x * blockDim.x +
+// threadIdx.x (v fastest, so a warp's stores are contiguous), and the rows i of chunk blockIdx.y:
+// B is read once, and each 16-byte streaming store costs one A value (an L1 hit).
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kThreads) kron_slots_kernel(T* __restrict__ out, const T* __restrict__ A,
+                                                              const T* __restrict__ B, KronArgs s, int64_t slots,
+                                                              int64_t rows_per_chunk) {
+  const int64_t slot = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (slot >= slots) return;
+  const int64_t vcols = s.cols / VEC;
+  const int64_t bk = div_any(slot, vcols), v = slot - bk * vcols;  // bk = b*p + k
+  const int64_t b = div_any(bk, s.p), k = bk - b * s.p;
+  const int64_t j = div_any(v * VEC, s.q), l = v * VEC - j * s.q;
+  const Pack<T, VEC> b_vec = *reinterpret_cast<const Pack<T, VEC>*>(B + bk * s.q + l);
+  const int64_t i_begin = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t i_end = i_begin + rows_per_chunk < s.m ? i_begin + rows_per_chunk : s.m;
+  const T* a = A + (b * s.m + i_begin) * s.n + j;
+  T* o = out + ((b * s.m + i_begin) * s.p + k) * s.cols + v * VEC;
+  const int64_t o_step = s.p * s.cols;
+#pragma unroll 4
+  for (int64_t i = i_begin; i < i_end; ++i, a += s.n, o += o_step) {
+    Pack<T, VEC> pack;
+    const T ai = *a;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) pack.v[e] = kron_mul(ai, b_vec.v[e]);
+    store_pack<T, VEC>(o, pack);
+  }
+}
+
+// VEC output columns j*q + l ... of one row when q % VEC != 0: a vector may cross into the next
+// A column, so walk (j, l) element by element.
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> kron_pack(const T* a_row, const T* b_row, int64_t j, int64_t l,
+                                                  int64_t q) {
+  Pack<T, VEC> pack;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    pack.v[e] = kron_mul(a_row[j], b_row[l]);
+    if (++l == q) {
+      l = 0;
+      ++j;
+    }
+  }
+  return pack;
+}
+
+// Output (nb, m*p, n*q) when q % VEC != 0, row by row: row (b, i*p + k), column j*q + l =
+// A[b, i, j] * B[b, k, l]. blockDim = (tx, ty): tx threads across a row, VEC columns per thread,
+// ty rows per block; each thread steps by the grid's row step. Requires cols % VEC == 0 (rows
+// then start 16-byte aligned in a fresh contiguous output). Positions are split into digits once
+// per thread (32-bit divisions: the start row is below the step, the start column below
+// blockDim.x * VEC) and then moved with carries.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kThreads) kron_rows_kernel(T* __restrict__ out, const T* __restrict__ A,
+                                                             const T* __restrict__ B, const KronArgs s) {
   const int64_t c0 = static_cast<int64_t>(threadIdx.x) * VEC, stride = static_cast<int64_t>(blockDim.x) * VEC;
   if (c0 >= s.cols) return;  // short rows: this thread has no column
   const int64_t j0 = div_small(c0, s.q), l0 = c0 - j0 * s.q;
-  RowCursor cur((static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * R, s);
-  if constexpr (R == 1) {
-    // Long rows: the thread walks its columns of each row.
-    for (; cur.valid(s); cur.advance(s)) {
-      const T* a_row = A + cur.a_off;
-      const T* b_row = B + cur.b_off;
-      T* o_row = out + cur.o_off;
-      int64_t j = j0, l = l0;
-      for (int64_t c = c0; c < s.cols; c += stride) {
-        store_pack<T, VEC>(o_row + c, kron_pack<T, VEC, kVecB>(a_row, b_row, j, l, s.q));
-        j += s.sj;
-        l += s.sl;
-        if (l >= s.q) {
-          l -= s.q;
-          ++j;
-        }
+  for (RowCursor cur(static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y, s); cur.valid(s); cur.advance(s)) {
+    const T* a_row = A + cur.a_off;
+    const T* b_row = B + cur.b_off;
+    T* o_row = out + cur.o_off;
+    int64_t j = j0, l = l0;
+    for (int64_t c = c0; c < s.cols; c += stride) {
+      store_pack<T, VEC>(o_row + c, kron_pack<T, VEC>(a_row, b_row, j, l, s.q));
+      j += s.sj;
+      l += s.sl;
+      if (l >= s.q) {
+        l -= s.q;
+        ++j;
       }
-    }
-  } else {
-    // Short rows (the launcher ensures cols <= blockDim.x * VEC): one vector per row, at c0, so
-    // R rows per iteration give the thread R independent loads, all issued before the stores.
-    const int64_t full_end = s.numel - (R - 1) * s.cols;  // o_off < full_end: all R rows exist
-    for (; cur.o_off < full_end; cur.advance(s)) {
-      Pack<T, VEC> pack[R];
-      int64_t o_off[R];
-      RowCursor e = cur;
-#pragma unroll
-      for (int t = 0; t < R; ++t) {
-        pack[t] = kron_pack<T, VEC, kVecB>(A + e.a_off, B + e.b_off, j0, l0, s.q);
-        o_off[t] = e.o_off;
-        if (t + 1 < R) e.next(s);
-      }
-#pragma unroll
-      for (int t = 0; t < R; ++t) store_pack<T, VEC>(out + o_off[t] + c0, pack[t]);
-    }
-    // This thread's last group may hold fewer than R rows (the grid's last rows): one at a time.
-    for (; cur.valid(s); cur.next(s)) {
-      store_pack<T, VEC>(out + cur.o_off + c0, kron_pack<T, VEC, kVecB>(A + cur.a_off, B + cur.b_off, j0, l0, s.q));
     }
   }
 }
 
-template <typename T, int VEC, bool kVecB, int R>
-void launch_kron_rows(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B, KronArgs s, int tx,
-                      int ty) {
-  const int64_t rows = s.numel / s.cols;
-  // Enough blocks for the work, up to 32 per SM (more than fit at once: the tail stays short).
-  const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * 32;
-  const int64_t blocks = std::min<int64_t>((rows + R * ty - 1) / (R * ty), max_blocks);
-  const int64_t step = blocks * ty * R;
-  TORCH_INTERNAL_ASSERT(step <= INT32_MAX, "kron: row step too large for the 32-bit start split");
-  const int64_t ai = step / s.p, db = ai / s.m;
-  s.step_i = ai - db * s.m;
-  s.step_k = step - ai * s.p;
-  s.step_a = ai * s.n;
-  s.step_b = (db * s.p + s.step_k) * s.q;
-  s.step_o = step * s.cols;
-  kron_kernel<T, VEC, kVecB, R><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, c10::cuda::getCurrentCUDAStream()>>>(
-      out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), s);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
+// kVecB: a vector of VEC output columns lies in one B row (q % VEC == 0 and B aligned, or VEC = 1).
 template <typename T, int VEC, bool kVecB>
 void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
   KronArgs s{};
   s.m = A.size(1), s.n = A.size(2), s.p = B.size(1), s.q = B.size(2);
   s.cols = s.n * s.q, s.numel = out.numel(), s.pq = s.p * s.q;
   const int64_t vcols = s.cols / VEC;
-  int tx = 32;
-  while (tx < kThreads && tx < vcols) tx *= 2;  // short rows: several rows per block
-  const int ty = kThreads / tx;
-  s.sj = tx * VEC / s.q;
-  s.sl = tx * VEC - s.sj * s.q;
-  if constexpr (kVecB) {  // (the element-wise path keeps R = 1: it is the rare q % VEC != 0 case)
-    if (vcols <= tx) {
-      launch_kron_rows<T, VEC, kVecB, 4>(out, A, B, s, tx, ty);  // one vector per thread and row: 4 rows at a time
-      return;
-    }
+  const int64_t sms = jk::multiprocessor_count(out.get_device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if constexpr (kVecB) {
+    // Rows i split into chunks so that about four waves of threads (2048 per SM) share the work:
+    // enough stores in flight, short blocks, a short tail.
+    const int64_t slots = out.size(0) * s.p * vcols;
+    const int64_t threads_wanted = sms * 2048 * 4;
+    const int64_t chunks = std::clamp<int64_t>((threads_wanted + slots - 1) / slots, 1, std::min<int64_t>(s.m, 65535));
+    const int64_t rows_per_chunk = (s.m + chunks - 1) / chunks;
+    const int64_t blocks_x = (slots + kThreads - 1) / kThreads;
+    TORCH_CHECK(blocks_x < (int64_t{1} << 31), "kron: output too large for one launch");
+    const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>((s.m + rows_per_chunk - 1) / rows_per_chunk));
+    kron_slots_kernel<T, VEC><<<grid, kThreads, 0, stream>>>(out.mutable_data_ptr<T>(), A.const_data_ptr<T>(),
+                                                             B.const_data_ptr<T>(), s, slots, rows_per_chunk);
+  } else {
+    int tx = 32;
+    while (tx < kThreads && tx < vcols) tx *= 2;  // short rows: several rows per block
+    const int ty = kThreads / tx;
+    s.sj = tx * VEC / s.q;
+    s.sl = tx * VEC - s.sj * s.q;
+    // Enough blocks for the work, up to 32 per SM (more than fit at once: the tail stays short).
+    const int64_t rows = s.numel / s.cols;
+    const int64_t blocks = std::min<int64_t>((rows + ty - 1) / ty, sms * 32);
+    const int64_t step = blocks * ty;
+    TORCH_INTERNAL_ASSERT(step <= INT32_MAX, "kron: row step too large for the 32-bit start split");
+    const int64_t ai = step / s.p, db = ai / s.m;
+    s.step_i = ai - db * s.m;
+    s.step_k = step - ai * s.p;
+    s.step_a = ai * s.n;
+    s.step_b = (db * s.p + s.step_k) * s.q;
+    s.step_o = step * s.cols;
+    kron_rows_kernel<T, VEC><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
+        out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), s);
   }
-  launch_kron_rows<T, VEC, kVecB, 1>(out, A, B, s, tx, ty);  // several vectors per thread and row
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 //   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs), of a
 //   Box-Muller pair (log2 and sqrt on the MUFU unit; sin and cos too for 32-bit outputs, by
 //   polynomials on the FMA pipe for 16-bit ones: see sampling.h), one FMA, a convert (one per two
-//   16-bit outputs) and a 16-byte store. The grid is one wave of resident blocks and its stride a
-//   multiple of d's period, so a thread's columns never change: its mean/std live in registers.
+//   16-bit outputs) and a 16-byte streaming store (evict-first: the output is not re-read here).
+//   The grid is one wave of resident blocks and its stride a multiple of d's period, so a
+//   thread's columns never change: its mean/std live in registers.
 //   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
 // - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Every step is
 //   many blocks, nothing waits on the host, 7 kernels for 32-bit score keys, each after the first a
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(kNormalThreads)
 #pragma unroll
       for (int j = 0; j < kPer; j += 2) v[j / 2] = pack2<T>(m[j] + s[j] * z[j], m[j + 1] + s[j + 1] * z[j + 1]);
       if (vector && i0 + kPer <= total) {
-        *reinterpret_cast<uint4*>(out + i0) = *reinterpret_cast<const uint4*>(v);
+        __stcs(reinterpret_cast<uint4*>(out + i0), *reinterpret_cast<const uint4*>(v));
       } else {
         const T* t = reinterpret_cast<const T*>(v);
 #pragma unroll
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(kNormalThreads)
       if (vector && i0 + kPer <= total) {
         uint4* dst = reinterpret_cast<uint4*>(out + i0);
 #pragma unroll
-        for (int q = 0; q < static_cast<int>(sizeof(v) / 16); ++q) dst[q] = reinterpret_cast<const uint4*>(v)[q];
+        for (int q = 0; q < static_cast<int>(sizeof(v) / 16); ++q) __stcs(dst + q, reinterpret_cast<const uint4*>(v)[q]);
       } else {
 #pragma unroll
         for (int j = 0; j < kPer; ++j)
