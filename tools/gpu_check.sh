@@ -67,7 +67,8 @@ for step in $STEPS; do
       done 2>&1 | tee "$OUT/ncu.log" ;;
     pack)
       tar -czf "$OUT/jkcache.tgz" -C "$JITKERNELS_CACHE" --exclude=.lock --exclude="*.tmp*" . 2>/dev/null
-      (cd "$OUT" && tar -czf logs.tgz --exclude=jkcache.tgz --exclude=logs.tgz . && find . -type f ! -name "*.tgz" -delete) ;;
+      (cd "$OUT" && tar -czf /tmp/jk-logs.tgz --exclude="*.tgz" . ; find . -type f ! -name "*.tgz" -delete
+       mv /tmp/jk-logs.tgz logs.tgz) ;;
     examples)
       for example in ebm_sampling cem_optimize diffusion_policy shampoo_mlp multi_gpu_sampling; do
         echo "== examples/$example.py"

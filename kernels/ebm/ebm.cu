@@ -71,25 +71,6 @@ __device__ __forceinline__ void store_streaming(void* p, const V& v) {
   __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
 }
 
-// ---------------------------------------------------------------- separable models: elementwise scores
-
-// The score of a model whose gradient at xᵢ sees only xᵢ (no row sums, no neighbours) is an
-// elementwise op: it goes through the shared flat launcher (jk::cuda_elementwise), whatever the
-// row width and alignment.
-template <typename M>
-struct SeparableScore {
-  M m;
-  int64_t D;
-  template <typename T>
-  __device__ T operator()(T x) const {
-    using A = at::opmath_type<T>;
-    return static_cast<T>(-m.grad(A(0), static_cast<A>(x), A(0), false, false, m.prepare(A(0), A(0), D)));
-  }
-};
-
-template <typename M>
-constexpr bool kSeparable = !M::kStats && !M::kNeighbours;
-
 // ---------------------------------------------------------------- local models: G lanes per row
 
 template <typename A>
@@ -398,13 +379,12 @@ void local_rows_cuda(const at::Tensor& x, const at::Tensor& out, const ModelSpec
       using M = decltype(m);
       with_flag(score, [&](auto score_flag) {
         constexpr bool kScore = decltype(score_flag)::value;
-        if constexpr (kScore && kSeparable<M>) {
-          jk::cuda_elementwise<T>(out, SeparableScore<M>{m, D}, x);
-        } else {
-          const auto tile = [&](auto groups) { launch_local_tile<T, kV, decltype(groups)::value, kScore, M>(x, out, m); };
-          if (vec && with_row_vectors(D, kV, tile)) return;
-          vec ? launch_local_rows<T, kV, kScore>(x, out, m) : launch_local_rows<T, 1, kScore>(x, out, m);
-        }
+        // The separable models' scores are elementwise, but sending them through
+        // jk::cuda_elementwise failed to launch on the H200 (AcceleratorError, session 3,
+        // cause not found), so they stay on the row kernels.
+        const auto tile = [&](auto groups) { launch_local_tile<T, kV, decltype(groups)::value, kScore, M>(x, out, m); };
+        if (vec && with_row_vectors(D, kV, tile)) return;
+        vec ? launch_local_rows<T, kV, kScore>(x, out, m) : launch_local_rows<T, 1, kScore>(x, out, m);
       });
     });
   });
