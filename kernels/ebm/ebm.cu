@@ -55,20 +55,15 @@ int64_t resident_grid(Kernel kernel, int threads, int64_t want, int device) {
   return std::max<int64_t>(1, std::min<int64_t>(want, wave));
 }
 
-// Streaming 16-byte accesses (ld/st.global.cs, evict-first): x is read once and outputs are
-// written once, so their lines should be the first to leave L2 (not, say, lines the next op
-// will read, or dirty lines whose write-back would then compete with our reads).
-template <typename V>
-__device__ __forceinline__ V load_streaming(const void* p) {
+// 16-byte loads of x. Energies read x with ld.global.cs (evict-first: x is read once, so its lines
+// should be the first to leave L2); scores use plain loads and stores, which measured faster for
+// them on the H200 (session-6 A/B, benchmarks/results/session6/ebm_ab.log), while the energies
+// lost time without the hint.
+template <typename V, bool kEvictFirst>
+__device__ __forceinline__ V load16(const void* p) {
   static_assert(sizeof(V) == sizeof(uint4), "16-byte vectors");
-  const uint4 u = __ldcs(reinterpret_cast<const uint4*>(p));
+  const uint4 u = kEvictFirst ? __ldcs(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
   return *reinterpret_cast<const V*>(&u);
-}
-
-template <typename V>
-__device__ __forceinline__ void store_streaming(void* p, const V& v) {
-  static_assert(sizeof(V) == sizeof(uint4), "16-byte vectors");
-  __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
 }
 
 // ---------------------------------------------------------------- local models: G lanes per row
@@ -254,7 +249,7 @@ __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x
     for (int u = 0; u < U; ++u) {
       const int64_t row = base + u * kRpw + g;
       if (row < B) {
-        v[u] = load_streaming<Vec>(x + row * D + l * V);
+        v[u] = load16<Vec, !kScore>(x + row * D + l * V);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) v[u].val[j] = T(0);
@@ -331,7 +326,7 @@ __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x
           o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v[u].val[j]), xn, j > 0 || l > 0, j + 1 < V || l + 1 < G, rc));
         }
         const int64_t row = base + u * kRpw + g;
-        if (row < B) store_streaming(out + row * D + l * V, o);
+        if (row < B) *reinterpret_cast<Vec*>(out + row * D + l * V) = o;
       }
     }
   }
@@ -339,7 +334,10 @@ __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x
 
 template <typename T, int V, int G, bool kScore, typename M>
 void launch_local_tile(const at::Tensor& x, const at::Tensor& out, const M& m) {
-  constexpr int K = G >= 4 ? 1 : 4 / G, kThreads = 256;
+  // Scores of the polynomial models keep two tiles of rows in flight per lane group (8 vectors per
+  // lane at D = 16 float32): 3-4% faster on the H200, where Rastrigin's and Ackley's scores, with
+  // their sines and exponentials, were 4-7% slower that way (session-6 A/B, results/session6/ebm_ab.log).
+  constexpr int K = (G >= 4 ? 1 : 4 / G) * (kScore && M::kPolynomial ? 2 : 1), kThreads = 256;
   const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
   // One tile per block up to SMs × 256 blocks (past that they loop), as jk::cuda_elementwise
   // launches (relu_add: ~100% of the copy floor). With a one-wave grid-stride grid
@@ -762,7 +760,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
 #pragma unroll
       for (int u = 0; u < G; ++u) {
         const int64_t row = base + (k * G + u) * kRpw + g;
-        c[k][u] = row < B ? load_streaming<uint4>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
+        c[k][u] = row < B ? load16<uint4, !kScore>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
       }
     }
   };
@@ -844,7 +842,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
 #pragma unroll
         for (int u = 0; u < G; ++u) {
           const int64_t row = base + (k * G + u) * kRpw + g;
-          if (row < B) store_streaming(out + row * D + l * V, o[u]);
+          if (row < B) *reinterpret_cast<uint4*>(out + row * D + l * V) = o[u];
         }
       }
     }

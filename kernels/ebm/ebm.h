@@ -12,7 +12,8 @@
 //   prepare(s0, s1, D) -> RowConst       per-row constants of the gradient
 //   grad(x_prev, x, x_next, has_prev, has_next, RowConst)   dE/dx_i
 // and says which parts it uses: kStats (the row sums), kNeighbours (x_next/x_prev), kTerms
-// (term() is not identically 0), so that kernels skip the work and shuffles of unused parts.
+// (term() is not identically 0), so that kernels skip the work and shuffles of unused parts, and
+// kPolynomial (grad() calls no transcendental function: cheap enough to keep more rows in flight).
 // The Gaussian ½(x−μ)ᵀP(x−μ) needs the whole row and a D×D matrix: it is special-cased.
 #pragma once
 #include <ATen/OpMathType.h>
@@ -69,7 +70,7 @@ C10_HOST_DEVICE inline A sin_pi(A t) {
 template <typename A>
 struct Harmonic {
   A k;
-  static constexpr bool kStats = false, kNeighbours = false, kTerms = true;
+  static constexpr bool kStats = false, kNeighbours = false, kTerms = true, kPolynomial = true;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A, bool) const { return A(0.5) * k * x * x; }
   C10_HOST_DEVICE A finish(A sum, A, A, int64_t) const { return sum; }
@@ -81,7 +82,7 @@ struct Harmonic {
 template <typename A>
 struct DoubleWell {
   A h, b;
-  static constexpr bool kStats = false, kNeighbours = false, kTerms = true;
+  static constexpr bool kStats = false, kNeighbours = false, kTerms = true, kPolynomial = true;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A, bool) const {
     const A u = x * x - b * b;
@@ -96,7 +97,7 @@ struct DoubleWell {
 template <typename A>
 struct Rosenbrock {
   A a, b;
-  static constexpr bool kStats = false, kNeighbours = true, kTerms = true;
+  static constexpr bool kStats = false, kNeighbours = true, kTerms = true, kPolynomial = true;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A x_next, bool has_next) const {
     if (!has_next) return A(0);
@@ -117,7 +118,7 @@ struct Rosenbrock {
 template <typename A>
 struct Rastrigin {
   A a;
-  static constexpr bool kStats = false, kNeighbours = false, kTerms = true;
+  static constexpr bool kStats = false, kNeighbours = false, kTerms = true, kPolynomial = false;
   C10_HOST_DEVICE void stats(A, A&, A&) const {}
   C10_HOST_DEVICE A term(A x, A, bool) const { return x * x - a * cos_pi(A(2) * x); }
   C10_HOST_DEVICE A finish(A sum, A, A, int64_t D) const { return sum + a * static_cast<A>(D); }
@@ -133,7 +134,7 @@ struct Rastrigin {
 template <typename A>
 struct Ackley {
   A a, b, c, c_pi;
-  static constexpr bool kStats = true, kNeighbours = false, kTerms = false;  // term() is 0
+  static constexpr bool kStats = true, kNeighbours = false, kTerms = false, kPolynomial = false;  // term() is 0
   C10_HOST_DEVICE void stats(A x, A& s0, A& s1) const {
     s0 += x * x;
     s1 += cos_pi(c_pi * x);
