@@ -74,3 +74,49 @@ def test_normal_both_ends():
         z = (block.float() - mean) / std
         assert z.isfinite().all()
         assert z.mean(0).abs().max() < 0.1 and (z.std(0) - 1).abs().max() < 0.1
+
+
+def test_local_model_scores_and_energies_both_ends():
+    """The local-model tile kernels (row · D offsets past 2^31): a separable, a neighbour and a
+    row-statistics model."""
+    _require_gib(20)
+    ebm = loader.ebm
+    x = torch.randn(N // 16 + 1, 16, device="cuda", dtype=torch.bfloat16)
+    rows = torch.cat([torch.arange(ENDS // 16), torch.arange(x.shape[0] - ENDS // 16, x.shape[0])]).cuda()
+    for name in ("harmonic", "rosenbrock", "ackley"):
+        score = getattr(ebm, f"{name}_score")(x)
+        expected = getattr(ebm.reference, f"{name}_score")(x[rows].float()).bfloat16()
+        torch.testing.assert_close(score[rows], expected, atol=5e-2, rtol=2e-2, msg=f"{name}_score")
+        del score
+        energy = getattr(ebm, f"{name}_energy")(x)
+        expected = getattr(ebm.reference, f"{name}_energy")(x[rows].float()).bfloat16()
+        torch.testing.assert_close(energy[rows], expected, atol=5e-2, rtol=2e-2, msg=f"{name}_energy")
+
+
+def test_gaussian_score_both_ends():
+    _require_gib(20)
+    ebm = loader.ebm
+    x = torch.randn(N // 16 + 1, 16, device="cuda", dtype=torch.bfloat16)
+    mean = torch.randn(16, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(16, 16, device="cuda")
+    precision = (a @ a.T / 16 + torch.eye(16, device="cuda")).bfloat16()
+    rows = torch.cat([torch.arange(ENDS // 16), torch.arange(x.shape[0] - ENDS // 16, x.shape[0])]).cuda()
+    args = (mean.float(), precision.float())
+    torch.testing.assert_close(ebm.gaussian_score(x, mean, precision)[rows],
+                               ebm.reference.gaussian_score(x[rows].float(), *args).bfloat16(), atol=5e-2, rtol=2e-2)
+    torch.testing.assert_close(ebm.gaussian_energy(x, mean, precision)[rows],
+                               ebm.reference.gaussian_energy(x[rows].float(), *args).bfloat16(), atol=1e-1, rtol=2e-2)
+
+
+def test_cem_update_elite_at_the_far_end():
+    """The elite are the last rows (scores fall with the index), so every elite element lies past 2^31."""
+    _require_gib(12)
+    d = 1000
+    n = N // d + 1
+    samples = torch.randn(n, d, device="cuda")  # mean and std must share its dtype
+    scores = -torch.arange(n, device="cuda", dtype=torch.float32)  # the best 64 are the last rows
+    mean, std = torch.zeros(d, device="cuda"), torch.ones(d, device="cuda")
+    new_mean, new_std = loader.sampling.cem_update(samples, scores, 64, mean, std)
+    elite = samples[-64:].float()
+    torch.testing.assert_close(new_mean, elite.mean(0), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(new_std, elite.std(0, correction=0), atol=1e-4, rtol=1e-4)
