@@ -20,6 +20,11 @@ def _ends(t):
     return torch.cat([t.reshape(-1)[:ENDS], t.reshape(-1)[-ENDS:]])
 
 
+def _end_rows(n_rows, count):
+    """Indices (on the GPU) of the first and the last `count` of n_rows rows."""
+    return torch.cat([torch.arange(count), torch.arange(n_rows - count, n_rows)]).cuda()
+
+
 pytestmark = [needs_cuda, pytest.mark.large]  # tools/gpu_check.sh runs these alone (memory)
 
 
@@ -57,7 +62,7 @@ def test_ddpm_step_both_ends():
     model_output = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
     sample = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
     out = diffusion.ddpm_step(model_output, 0, sample, schedule)  # t = 0: no noise
-    rows = torch.cat([torch.arange(2), torch.arange(shape[0] - 2, shape[0])]).cuda()
+    rows = _end_rows(shape[0], 2)
     expected = diffusion.reference.ddpm_step(model_output[rows], 0, sample[rows], schedule)
     torch.testing.assert_close(out[rows], expected, atol=2e-2, rtol=2e-2)
 
@@ -82,7 +87,7 @@ def test_local_model_scores_and_energies_both_ends():
     _require_gib(20)
     ebm = loader.ebm
     x = torch.randn(N // 16 + 1, 16, device="cuda", dtype=torch.bfloat16)
-    rows = torch.cat([torch.arange(ENDS // 16), torch.arange(x.shape[0] - ENDS // 16, x.shape[0])]).cuda()
+    rows = _end_rows(x.shape[0], ENDS // 16)
     for name in ("harmonic", "rosenbrock", "ackley"):
         score = getattr(ebm, f"{name}_score")(x)
         expected = getattr(ebm.reference, f"{name}_score")(x[rows].float()).bfloat16()
@@ -100,7 +105,7 @@ def test_gaussian_score_both_ends():
     mean = torch.randn(16, device="cuda", dtype=torch.bfloat16)
     a = torch.randn(16, 16, device="cuda")
     precision = (a @ a.T / 16 + torch.eye(16, device="cuda")).bfloat16()
-    rows = torch.cat([torch.arange(ENDS // 16), torch.arange(x.shape[0] - ENDS // 16, x.shape[0])]).cuda()
+    rows = _end_rows(x.shape[0], ENDS // 16)
     args = (mean.float(), precision.float())
     torch.testing.assert_close(ebm.gaussian_score(x, mean, precision)[rows],
                                ebm.reference.gaussian_score(x[rows].float(), *args).bfloat16(), atol=5e-2, rtol=2e-2)
@@ -117,6 +122,6 @@ def test_cem_update_elite_at_the_far_end():
     scores = -torch.arange(n, device="cuda", dtype=torch.float32)  # the best 64 are the last rows
     mean, std = torch.zeros(d, device="cuda"), torch.ones(d, device="cuda")
     new_mean, new_std = loader.sampling.cem_update(samples, scores, 64, mean, std)
-    elite = samples[-64:].float()
+    elite = samples[-64:]
     torch.testing.assert_close(new_mean, elite.mean(0), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(new_std, elite.std(0, correction=0), atol=1e-4, rtol=1e-4)
