@@ -397,21 +397,25 @@ def test_conv1d_gn_mish_half(device, dtype):
 
 
 # The one-launch CUDA path (GroupNorm through a thread-block cluster of the group's blocks) runs when
-# L_out <= 16, B <= 8 and the group has 4..64 channels in whole blocks of 4; the rest falls back to the
-# direct kernel + a GroupNorm kernel. (B, C_in, C_out, L, K, groups) around those edges:
+# L_out <= 16, B <= 8, K <= 7 and a group's channels fit at most 16 blocks of at most 16 channels; the
+# rest falls back to the direct kernel (or cuDNN) + a GroupNorm kernel. (B, C_in, C_out, L, K, groups)
+# around those edges:
 FUSED_SHAPES = [
-    (1, 256, 256, 16, 5, 8),    # diffusion policy at batch 1: clusters of 8 blocks
+    (1, 256, 256, 16, 5, 8),    # diffusion policy at batch 1: clusters of 16 blocks of 2 channels
     (3, 256, 256, 13, 5, 8),    # B > 1, L not a multiple of 4
-    (1, 37, 12, 7, 3, 3),       # odd C_in (no 16-byte weight rows), clusters of 1 block
-    (2, 5, 24, 3, 5, 2),        # clusters of 3 blocks, K > L, 4-position tiles
+    (1, 37, 12, 7, 3, 3),       # odd C_in, clusters of 4 one-channel blocks
+    (2, 5, 24, 3, 5, 2),        # clusters of 12 blocks, K > L, 4-position tiles
     (1, 64, 32, 8, 3, 1),       # one group of 32 channels: a full cluster
     (1, 2048, 64, 16, 5, 8),    # several input-channel chunks of shared memory
     (8, 16, 16, 16, 5, 2),      # largest direct batch
-    (1, 16, 24, 16, 5, 4),      # 6 channels per group: not whole blocks, falls back
-    (1, 16, 512, 16, 5, 8),     # 64 channels per group: clusters of 16 blocks (non-portable size)
-    (1, 16, 1024, 4, 5, 8),     # 128 channels per group: more than one cluster, falls back
+    (1, 16, 24, 16, 5, 4),      # 6 channels per group: clusters of 6 blocks
+    (1, 16, 512, 16, 5, 8),     # 64 channels per group: clusters of 16 blocks of 4 channels
+    (1, 1024, 1024, 4, 5, 8),   # U-Net bottleneck: 128 channels per group, 16 blocks of 8
+    (1, 16, 2048, 4, 5, 1),     # 2048 channels in one group: more than one cluster, falls back
     (1, 8, 8, 17, 3, 2),        # two length tiles: falls back
     (1, 2, 256, 1, 1, 8),       # length 1
+    (1, 64, 32, 16, 9, 4),      # kernel 9: cuDNN + the GroupNorm kernel
+    (2, 48, 40, 12, 6, 5),      # even kernel (explicit padding below), 8 channels per group
 ]
 
 
@@ -420,24 +424,26 @@ FUSED_SHAPES = [
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_conv1d_gn_mish_fused_cuda(shape, dtype):
     B, cin, cout, L, K, G = shape
+    group_args = (G,) if K % 2 else (G, K // 2)  # num_groups[, padding]: an even kernel needs its padding
     for bias in (True, False):
         args = _conv_inputs(B, cin, cout, L, K, dtype, "cuda", bias=bias)
-        ours = D.conv1d_gn_mish(*args, G)
-        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-            expected = R.conv1d_gn_mish(*((a.double() if a is not None else None) for a in args), G).to(dtype)
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # kernel 9 runs on cuDNN
+            ours = D.conv1d_gn_mish(*args, *group_args)
+            reference_args = ((a.double() if a is not None else None) for a in args)
+            expected = R.conv1d_gn_mish(*reference_args, *group_args).to(dtype)
         assert_close(ours, expected, dtype, scale=10 if dtype == torch.float32 else 2)
-        assert torch.equal(ours, D.conv1d_gn_mish(*args, G))  # deterministic
+        assert torch.equal(ours, D.conv1d_gn_mish(*args, *group_args))  # deterministic
     if not GRAPHS_WORK:  # tools/sanitize.sh runs without the caching allocator
         return
     # a CUDA graph replays the cluster launch
     graph = torch.cuda.CUDAGraph()
-    static = D.conv1d_gn_mish(*args, G)
+    static = D.conv1d_gn_mish(*args, *group_args)
     torch.cuda.synchronize()
     with torch.cuda.graph(graph):
-        static = D.conv1d_gn_mish(*args, G)
+        static = D.conv1d_gn_mish(*args, *group_args)
     args[0].mul_(-1)
     graph.replay()
-    assert torch.equal(static, D.conv1d_gn_mish(*args, G))
+    assert torch.equal(static, D.conv1d_gn_mish(*args, *group_args))
 
 
 def test_conv1d_gn_mish_options(device):

@@ -12,17 +12,17 @@
 //   into shared memory while the first batch is prefetched into L2; float32 then fits 64 registers,
 //   4 blocks per SM. No host sync: a CUDA graph replays every step as captured.
 // - conv1d_gn_mish at small batch x length (diffusion policy at batch 1) is bound by launches and by
-//   latency while streaming the weights, each used for only a few output positions. A direct kernel
-//   gives each output channel two warps (halves of the C_in * K reduction) and a tile of 4/8/16
-//   positions: lanes stream the channel's weight row (prefetched to L2 while the zero-padded input
-//   window is staged in shared memory) with 4-8 coalesced 16-byte loads in flight, warp and
-//   shared-memory reductions finish. With one tile per row and groups of 4..64 channels (the U-Net's
-//   256 and 512 channels), GroupNorm + Mish run in the same launch: a group's blocks form a thread-block
-//   cluster (sm_90) and add their partial sums (two-pass statistics) through distributed shared memory.
+//   latency: each weight is used for only a few output positions. A direct kernel (kernel sizes up to 7)
+//   spreads the C_in reduction of each output channel over 1-8 warps whose lanes own input channels:
+//   a lane holds its channel's K weights and the zero-padded input window (staged once per block in
+//   shared memory) in registers and does K * tile FMAs per channel; a transposing warp reduction and
+//   shared memory finish. Blocks hold 1-8 output channels, chosen so the grid covers the SMs. With one
+//   tile per row, GroupNorm + Mish run in the same launch: a group's blocks (at most 16) form a
+//   thread-block cluster (sm_90) that combines per-block statistics through distributed shared memory.
 //   Otherwise gn_mish_kernel follows (one block per (batch, group)). Large batch x length is
 //   compute-bound: cuDNN (tensor cores) convolves there (diffusion.cpp), then gn_mish_kernel. (A
 //   one-launch version with one block per (batch, group) measured slower on an H200: only B * G blocks
-//   shared the weight streaming; the cluster version keeps C_out / 4 blocks.)
+//   shared the weight streaming.)
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
@@ -380,31 +380,19 @@ void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& 
 
 // ---------------------------------------------------------------- direct convolution (small batch x length)
 
-constexpr int kConvCo = 4;  // output channels per block
-// Warps sharing one output channel's reduction. The 16-position tile does twice the FMAs per weight
-// of the 8-position one, so it gets twice the warps (B=1 256->256 L=16 on the H200: 23.6 -> 20.4 us);
-// the others keep 256 threads, whose blocks share an SM, which 16-block clusters need (512 channels).
-template <int kTile>
-constexpr int conv_split() {
-  return kTile == 16 ? 4 : 2;
-}
-template <int kTile>
-constexpr int conv_threads() {
-  return kConvCo * conv_split<kTile>() * 32;
-}
-// Resident blocks asked of the compiler: the 512-thread blocks need 128 registers (one per SM); the
-// 256-thread ones fit 80 (three per SM).
-template <int kTile>
-constexpr int conv_min_blocks() {
-  return kTile == 16 ? 1 : 3;
-}
-constexpr int kConvSmemBytes = 40 * 1024;  // input window for a chunk of input channels (512 at K = 5)
+constexpr int kConvMaxKernel = 7;      // kernel sizes the direct kernel unrolls (1..7); larger ones go to cuDNN
+// 256 threads per block at most, so two blocks fit an SM (<= 128 registers) and every cluster of a
+// launch is resident at once: with 512 threads and one block per SM, clusters of 16 blocks ran in two
+// waves on an H100 (B=1 512->512 L=8: 15 us between the first and the last block's start).
+constexpr int kConvMaxWarps = 8;
+constexpr int kConvCiPerLane = 2;      // input channels a lane aims to own: loads in flight vs. more warps
+constexpr int kConvSmemBytes = 40 * 1024;  // input window for a chunk of input channels
 constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
 constexpr int kPortableCluster = 8;        // thread-block cluster sizes every sm_90 GPU runs
 constexpr int kMaxCluster = 16;            // H100 / H200 run these too, when the blocks fit a GPC
 
 // GroupNorm + Mish inside the convolution kernel: the blocks of one (batch, group) form a thread-block
-// cluster and add their partial sums through distributed shared memory (sm_90).
+// cluster and combine their statistics through distributed shared memory (sm_90).
 template <typename scalar_t>
 struct FusedGroupNorm {
   const scalar_t* gamma;
@@ -414,159 +402,156 @@ struct FusedGroupNorm {
   double eps;
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Sum of one value per block over the blocks of this cluster, the same in every block (added in rank
-// order); `slot` is this block's shared slot, not reused before the cluster's next sync.
-template <typename acc_t>
-__device__ acc_t cluster_sum(acc_t block_value, acc_t* slot) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  if (threadIdx.x == 0) *slot = block_value;
-  cluster.sync();
-  acc_t total = 0;
-  for (unsigned r = 0; r < cluster.num_blocks(); ++r) total += *cluster.map_shared_rank(slot, r);
+// Sums v[n] over the warp's 32 lanes for every n < kTile in kTile + 5 - log2(kTile) shuffles (5 * kTile
+// with one warp_sum per value): each exchange with the lane `offset` away hands over half of the values
+// a lane still holds and keeps the other half. Lane l ends with the total of position
+// l / (32 / kTile), which the call returns.
+template <int kTile, typename T>
+__device__ __forceinline__ T warp_transpose_sum(T (&v)[kTile], int lane) {
+  static_assert(kTile == 4 || kTile == 8 || kTile == 16, "tiles of 4, 8 or 16 positions");
+  int offset = 16;
+#pragma unroll
+  for (int half = kTile / 2; half >= 1; half /= 2, offset /= 2) {
+    const bool upper = lane & offset;  // the upper lane keeps the upper half of the positions
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const T give = upper ? v[i] : v[i + half];
+      v[i] = (upper ? v[i + half] : v[i]) + __shfl_xor_sync(0xffffffffu, give, offset);
+    }
+  }
+  T total = v[0];
+  for (; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
   return total;
 }
-#endif
 
 // y[b, co, l0 + n] = bias[co] + sum_{ci, k} w[co, ci, k] * x[b, ci, l0 + n + k - pad] (zero outside [0, L)).
-// Block (blockIdx.x, blockIdx.y) = (output channels kConvCo * blockIdx.x + [0, kConvCo), (batch, tile of
-// kTile positions)). Warp w computes channel w % kConvCo over reduction slice w / kConvCo: the channel's
-// weight row (r = ci * K + k, contiguous) is read in interleaved runs of 32 lanes x kVec elements with
-// 16-byte loads, 4-8 of them in flight per lane; each weight meets kTile staged inputs in
-// registers; slices are summed via shared memory. kGroupNorm: one tile per batch row, a group's blocks
-// are one cluster, and the block writes Mish(GroupNorm(y)) to gn.out instead of y.
+// Block (blockIdx.x, blockIdx.y) = (output channels co_per_block * blockIdx.x + [0, co_per_block), (batch,
+// tile of kTile positions)); warp w computes channel w % co_per_block over the input channels of split
+// w / co_per_block. Lanes own input channels (ci = split * 32 + lane, then every 32 * splits): a lane
+// reads the channel's K weights into registers and does K * kTile FMAs against its row of the
+// zero-padded input window, staged once per block in shared memory (rows of odd stride: conflict-free).
+// Then one warp_transpose_sum and a sum over splits through shared memory. kGroupNorm: one tile per
+// batch row, a group's blocks are one cluster, and the block writes Mish(GroupNorm(y)) to gn.out.
 template <typename scalar_t, int kTile, bool kGroupNorm>
-__global__ void __launch_bounds__(conv_threads<kTile>(), conv_min_blocks<kTile>())
+__global__ void __launch_bounds__(kConvMaxWarps * 32, 2)
     conv1d_direct_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
                          const scalar_t* __restrict__ bias, at::opmath_type<scalar_t>* __restrict__ y, int64_t c_in,
                          int64_t length, int64_t c_out, int kernel, int64_t pad, int64_t l_out, int64_t tiles,
-                         int chunk, bool vec_weights, FusedGroupNorm<scalar_t> gn) {
+                         int chunk, int co_per_block, FusedGroupNorm<scalar_t> gn) {
   using acc_t = at::opmath_type<scalar_t>;
-  constexpr int kConvSplit = conv_split<kTile>(), kConvThreads = conv_threads<kTile>();
-  constexpr int kVec = 16 / sizeof(scalar_t);  // weights per 16-byte load
-  // 16-byte weight loads a lane has in flight (8 of 16-bit types would take 128 registers)
-  constexpr int kConvLoads = sizeof(scalar_t) == 2 ? 4 : 8;
-  using V = jk::Vec<scalar_t, kVec>;
+  constexpr int kWindow = kTile + kConvMaxKernel - 1;
+  constexpr int kUnroll = kTile == 16 ? 2 : 4;  // input channels whose loads are in flight at once
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][width], zero-padded input window
-  __shared__ acc_t partial[kConvSplit][kConvCo][kTile];
+  acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][stride], zero-padded input window
+  __shared__ acc_t partial[kConvMaxWarps][kTile];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int co_local = warp % kConvCo, split = warp / kConvCo;
-  const int64_t co = static_cast<int64_t>(blockIdx.x) * kConvCo + co_local;
+  const int splits = static_cast<int>(blockDim.x / 32) / co_per_block;
+  const int co_local = warp % co_per_block, split = warp / co_per_block;
+  const int64_t co = static_cast<int64_t>(blockIdx.x) * co_per_block + co_local;
   const bool active = co < c_out;  // warp-uniform; inactive warps still stage and sync
   const int64_t b = blockIdx.y / tiles, l0 = (blockIdx.y % tiles) * kTile;
-  const int width = kTile + kernel - 1;
+  const int width = kTile + kernel - 1, stride = width | 1;
   const scalar_t* xb = x + b * c_in * length;
   const scalar_t* wrow = w + (active ? co : 0) * c_in * kernel;
+  if (active) {  // the channel's weight row heads for L2 while the input window is staged
+    constexpr int kLine = 128 / sizeof(scalar_t);  // weights per 128-byte line
+    for (int64_t r = (split * 32 + lane) * kLine; r < c_in * kernel; r += splits * 32 * kLine) {
+      prefetch_l2(wrow + r);
+    }
+  }
+  // Thread t finishes value (channel t / kTile, position t % kTile) of this block's channels; its
+  // parameters are read now, so their latency hides behind the convolution's.
+  const int c_mine = threadIdx.x / kTile, pos = threadIdx.x % kTile;
+  const int64_t co_mine = static_cast<int64_t>(blockIdx.x) * co_per_block + c_mine;
+  const bool mine = c_mine < co_per_block && co_mine < c_out && l0 + pos < l_out;
+  acc_t bias_mine = 0, gamma_mine = 0, beta_mine = 0;
+  if (mine) {
+    if (bias != nullptr) bias_mine = static_cast<acc_t>(bias[co_mine]);
+    if constexpr (kGroupNorm) {
+      gamma_mine = static_cast<acc_t>(gn.gamma[co_mine]);
+      beta_mine = static_cast<acc_t>(gn.beta[co_mine]);
+    }
+  }
   acc_t acc[kTile];
 #pragma unroll
   for (int n = 0; n < kTile; ++n) acc[n] = acc_t(0);
-  if (active) {  // the channel's weight row heads for L2 while the input window is staged
-    constexpr int kLine = 128 / sizeof(scalar_t);  // weights per 128-byte line
-    const int64_t row = c_in * kernel;
-    for (int64_t r = (split * 32 + lane) * kLine; r < row; r += kConvSplit * 32 * kLine) prefetch_l2(wrow + r);
-  }
 
   for (int64_t c0 = 0; c0 < c_in; c0 += chunk) {
     const int cc = static_cast<int>(c_in - c0 < chunk ? c_in - c0 : chunk);
     __syncthreads();  // every warp is done reading the previous chunk
-#pragma unroll 8
+#pragma unroll 16  // every load of a thread in flight at once (L1 misses)
     for (int i = threadIdx.x; i < cc * width; i += blockDim.x) {
       const int ci = i / width, j = i - ci * width;
       const int64_t l = l0 - pad + j;
-      xs[i] = (l >= 0 && l < length) ? static_cast<acc_t>(xb[(c0 + ci) * length + l]) : acc_t(0);
+      xs[ci * stride + j] = (l >= 0 && l < length) ? static_cast<acc_t>(xb[(c0 + ci) * length + l]) : acc_t(0);
     }
     __syncthreads();
     if (!active) continue;
-    const scalar_t* wc = wrow + c0 * kernel;  // this chunk's weights; 16-byte aligned when vec_weights
-    const int count = cc * kernel;
-    int r_done = 0;
-    if (vec_weights) {
-      const int stride = 32 * kVec * kConvSplit;
-      const int dci = stride / kernel, dk = stride % kernel;  // (ci, k) advance of r += stride
-      const int count_vec = count / kVec * kVec;
-      int r = (split * 32 + lane) * kVec;
-      int ci = r / kernel, k = r - (r / kernel) * kernel;
-      for (; r < count_vec; r += stride * kConvLoads) {
-        V wv[kConvLoads];
+#pragma unroll kUnroll
+    for (int ci = split * 32 + lane; ci < cc; ci += splits * 32) {
+      const scalar_t* wc = wrow + (c0 + ci) * kernel;
+      const acc_t* xr = xs + ci * stride;
+      acc_t wk[kConvMaxKernel], xw[kWindow];
 #pragma unroll
-        for (int u = 0; u < kConvLoads; ++u) {  // every load first
-          if (r + u * stride < count_vec) wv[u] = *reinterpret_cast<const V*>(wc + r + u * stride);
-        }
+      for (int k = 0; k < kConvMaxKernel; ++k) wk[k] = k < kernel ? static_cast<acc_t>(wc[k]) : acc_t(0);
 #pragma unroll
-        for (int u = 0; u < kConvLoads; ++u) {
-          if (r + u * stride >= count_vec) break;
-          int cj = ci, kj = k;
+      for (int j = 0; j < kWindow; ++j) xw[j] = j < width ? xr[j] : acc_t(0);
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            const acc_t wj = static_cast<acc_t>(wv[u].val[j]);
-            const acc_t* xr = xs + cj * width + kj;  // largest index read: cc * width - 1
+      for (int k = 0; k < kConvMaxKernel; ++k) {
+        if (k < kernel) {  // warp-uniform
 #pragma unroll
-            for (int n = 0; n < kTile; ++n) acc[n] += wj * xr[n];
-            if (++kj == kernel) {
-              kj = 0;
-              ++cj;
-            }
-          }
-          ci += dci;
-          k += dk;
-          if (k >= kernel) {
-            k -= kernel;
-            ++ci;
-          }
+          for (int n = 0; n < kTile; ++n) acc[n] += wk[k] * xw[n + k];
         }
       }
-      r_done = count_vec;
-    }
-    // The rest (all of it without aligned weights), one weight per lane.
-    for (int r = r_done + split * 32 + lane; r < count; r += 32 * kConvSplit) {
-      const int ci = r / kernel, k = r - ci * kernel;
-      const acc_t wv = static_cast<acc_t>(wc[r]);
-      const acc_t* xr = xs + ci * width + k;
-#pragma unroll
-      for (int n = 0; n < kTile; ++n) acc[n] += wv * xr[n];
     }
   }
+  constexpr int kLanesPerPosition = 32 / kTile;
   if (active) {
-#pragma unroll
-    for (int n = 0; n < kTile; ++n) {
-      const acc_t total = jk::warp_sum(acc[n]);
-      if (lane == n) partial[split][co_local][n] = total;
-    }
+    const acc_t total = warp_transpose_sum<kTile>(acc, lane);
+    if (lane % kLanesPerPosition == 0) partial[warp][lane / kLanesPerPosition] = total;
   }
   __syncthreads();
+  acc_t v = 0;
+  if (mine) {
+    v = bias_mine;
+    for (int s = 0; s < splits; ++s) v += partial[s * co_per_block + c_mine][pos];
+  }
   if constexpr (!kGroupNorm) {
-    if (active && split == 0 && lane < kTile && l0 + lane < l_out) {
-      acc_t sum = bias != nullptr ? static_cast<acc_t>(bias[co]) : acc_t(0);
-#pragma unroll
-      for (int s = 0; s < kConvSplit; ++s) sum += partial[s][co_local][lane];
-      y[(b * c_out + co) * l_out + l0 + lane] = sum;
-    }
+    if (mine) y[(b * c_out + co_mine) * l_out + l0 + pos] = v;
   } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // Thread t holds value (channel t / kTile, position t % kTile) of this block's kConvCo channels; every
-    // channel is active (the launcher checks). Two-pass statistics over the group, as gn_mish_kernel.
-    __shared__ acc_t scratch[kConvThreads / 32], slots[2];
-    const int c_mine = threadIdx.x / kTile, pos = threadIdx.x % kTile;
-    const bool mine = threadIdx.x < kConvCo * kTile && pos < l_out;
-    const int64_t co_mine = static_cast<int64_t>(blockIdx.x) * kConvCo + c_mine;
-    acc_t v = 0;
-    if (mine) {
-      v = bias != nullptr ? static_cast<acc_t>(bias[co_mine]) : acc_t(0);
-#pragma unroll
-      for (int s = 0; s < kConvSplit; ++s) v += partial[s][c_mine][pos];
+    // Statistics of the group without a second pass over the cluster: each block's mean and sum of
+    // squared deviations (exact two-pass within the block), combined as Chan et al. do (no cancellation
+    // when |mean| >> std). Every block has co_per_block * l_out values (the launcher checks).
+    namespace cg = cooperative_groups;
+    __shared__ acc_t scratch[kConvMaxWarps];
+    __shared__ acc_t block_stats[2];
+    const acc_t count = static_cast<acc_t>(co_per_block * l_out);
+    const acc_t block_mean = jk::block_sum(v, scratch) / count;
+    const acc_t dev = mine ? v - block_mean : acc_t(0);
+    const acc_t block_m2 = jk::block_sum(dev * dev, scratch);
+    if (threadIdx.x == 0) {
+      block_stats[0] = block_mean;
+      block_stats[1] = block_m2;
     }
-    const acc_t n = static_cast<acc_t>(gn.group_values);
-    const acc_t mean = cluster_sum(jk::block_sum(v, scratch), &slots[0]) / n;
-    const acc_t d = mine ? v - mean : acc_t(0);
-    const acc_t var = cluster_sum(jk::block_sum(d * d, scratch), &slots[1]) / n;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    const unsigned blocks = cluster.num_blocks();
+    acc_t mean = 0, m2 = 0;
+    for (unsigned r = 0; r < blocks; ++r) mean += cluster.map_shared_rank(block_stats, r)[0];
+    mean /= static_cast<acc_t>(blocks);
+    for (unsigned r = 0; r < blocks; ++r) {
+      const acc_t* stats = cluster.map_shared_rank(block_stats, r);
+      const acc_t shift = stats[0] - mean;
+      m2 += stats[1] + count * shift * shift;
+    }
+    const acc_t var = m2 / static_cast<acc_t>(gn.group_values);
     const acc_t rstd = acc_t(1) / ::sqrt(var + static_cast<acc_t>(gn.eps));
     if (mine) {
-      const acc_t h = d * rstd * static_cast<acc_t>(gn.gamma[co_mine]) + static_cast<acc_t>(gn.beta[co_mine]);
+      const acc_t h = (v - mean) * rstd * gamma_mine + beta_mine;
       gn.out[(b * c_out + co_mine) * l_out + pos] = static_cast<scalar_t>(mish(h));
     }
-    cooperative_groups::this_cluster().sync();  // no block leaves while another may read its slots
+    cluster.sync();  // no block leaves while another may read its statistics
 #else
     __trap();  // the launcher runs this path only on binaries for sm_90 and newer
 #endif
@@ -587,49 +572,71 @@ inline bool clusters_supported(const void* kernel, int device) {
   return cached[device] == 1;
 }
 
+// Block shape of the direct kernel: output channels per block and warps per channel (splits).
+struct ConvBlocks {
+  int co_per_block = 0;  // 0: no shape fits (fused GroupNorm only)
+  int splits = 0;
+};
+
+// Splits give each lane about kConvCiPerLane input channels. Channels per block: one, or with GroupNorm
+// fused the fewest that keep a group's blocks within one cluster; then doubled while the grid still
+// covers every SM twice (fuller blocks stage the input window fewer times).
+inline ConvBlocks conv_blocks(int64_t c_in, int64_t c_out, int64_t row_tiles, int64_t group_channels,
+                              int sm_count) {
+  ConvBlocks shape;
+  int co = 1;
+  if (group_channels > 0) {
+    while (co <= kConvMaxWarps && (group_channels % co != 0 || group_channels / co > kMaxCluster)) co *= 2;
+    if (co > kConvMaxWarps) return shape;
+  }
+  auto blocks = [&](int per_block) { return (c_out + per_block - 1) / per_block * row_tiles; };
+  const int64_t wanted = (c_in + 32 * kConvCiPerLane - 1) / (32 * kConvCiPerLane);
+  int splits = static_cast<int>(std::min<int64_t>(wanted, kConvMaxWarps / co));
+  while (2 * co * splits <= kConvMaxWarps && blocks(2 * co) >= 2 * sm_count &&
+         (group_channels == 0 || group_channels % (2 * co) == 0)) {
+    co *= 2;
+  }
+  shape.co_per_block = co;
+  shape.splits = std::max(splits, 1);
+  return shape;
+}
+
 // y = conv1d(x, w, bias) into y (gn == nullptr), or out = Mish(GroupNorm(conv1d(...))) in one launch
 // when the group's blocks fit one cluster; returns false when it could not run (gn only).
 template <typename scalar_t, int kTile>
 bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
-                          int64_t pad, int64_t chunk_fit, const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
+                          int64_t pad, const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
   using acc_t = at::opmath_type<scalar_t>;
-  constexpr int kVec = 16 / sizeof(scalar_t), kConvThreads = conv_threads<kTile>();
   const int64_t batch = x.size(0), c_in = x.size(1), length = x.size(2);
   const int64_t c_out = w.size(0), kernel = w.size(2), l_out = y.size(2);
-  const int64_t tiles = (l_out + kTile - 1) / kTile, width = kTile + kernel - 1;
-  int64_t chunk = std::min(c_in, chunk_fit);
-  bool vec = (c_in * kernel) % kVec == 0 && reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 == 0;
-  if (vec && chunk < c_in) {  // chunks must start on 16-byte weight boundaries
-    chunk = chunk / kVec * kVec;
-    if (chunk == 0) {
-      vec = false;
-      chunk = chunk_fit;
-    }
-  }
-  chunk = std::max<int64_t>(chunk, 1);
-  const size_t smem = static_cast<size_t>(chunk * width) * sizeof(acc_t);
-  const dim3 grid(static_cast<unsigned>((c_out + kConvCo - 1) / kConvCo), static_cast<unsigned>(batch * tiles));
+  const int64_t tiles = (l_out + kTile - 1) / kTile, stride = (kTile + kernel - 1) | 1;
+  const int64_t chunk = std::min<int64_t>(c_in, kConvSmemBytes / (stride * static_cast<int64_t>(sizeof(acc_t))));
+  const size_t smem = static_cast<size_t>(chunk * stride) * sizeof(acc_t);
+  const int sm_count = jk::multiprocessor_count(y.get_device());
+  const int64_t group_channels = gn != nullptr ? c_out / groups : 0;
+  if (gn != nullptr && tiles != 1) return false;  // the group's statistics span one block row
+  const ConvBlocks shape = conv_blocks(c_in, c_out, batch * tiles, group_channels, sm_count);
+  if (shape.co_per_block == 0) return false;
+  const dim3 grid(static_cast<unsigned>((c_out + shape.co_per_block - 1) / shape.co_per_block),
+                  static_cast<unsigned>(batch * tiles));
+  const dim3 block(static_cast<unsigned>(32 * shape.co_per_block * shape.splits));
   const scalar_t* bias_ptr = bias ? bias->const_data_ptr<scalar_t>() : nullptr;
   auto stream = c10::cuda::getCurrentCUDAStream();
   if (gn == nullptr) {
-    conv1d_direct_kernel<scalar_t, kTile, false><<<grid, kConvThreads, smem, stream>>>(
+    conv1d_direct_kernel<scalar_t, kTile, false><<<grid, block, smem, stream>>>(
         x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), bias_ptr, y.mutable_data_ptr<acc_t>(), c_in,
-        length, c_out, static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), vec,
+        length, c_out, static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), shape.co_per_block,
         FusedGroupNorm<scalar_t>{});
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return true;
   }
-  // Fused: one tile per row, whole blocks per group, at most kMaxCluster blocks per group (the U-Net's
-  // 256 and 512 channels in 8 groups: clusters of 8 and 16 blocks, as many blocks as the unfused kernel).
-  const int64_t group_channels = c_out / groups, cluster = group_channels / kConvCo;
+  // Fused: the group's blocks are one cluster of at most kMaxCluster blocks.
+  const int64_t cluster = group_channels / shape.co_per_block;
   const auto fused = conv1d_direct_kernel<scalar_t, kTile, true>;
-  if (tiles != 1 || group_channels % kConvCo != 0 || cluster > kMaxCluster ||
-      !clusters_supported(reinterpret_cast<const void*>(fused), y.get_device())) {
-    return false;
-  }
+  if (!clusters_supported(reinterpret_cast<const void*>(fused), y.get_device())) return false;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
-  config.blockDim = dim3(kConvThreads);
+  config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
@@ -640,8 +647,8 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
   config.attrs = &attribute;
   config.numAttrs = 1;
   if (cluster > kPortableCluster) {
-    // Allowed on request, and asked of the device (once per device, with the largest window, before any
-    // CUDA graph capture: the first call is a warm-up), not assumed.
+    // Allowed on request, and asked of the device (once per device, with the largest blocks and window,
+    // before any CUDA graph capture: the first call is a warm-up), not assumed.
     static int large_clusters[64] = {0};  // 0: not asked yet, 1: they run, -1: they do not
     const int device = y.get_device();
     if (device < 0 || device >= 64) return false;
@@ -650,6 +657,7 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
       cudaLaunchAttribute query_dims = attribute;
       query_dims.val.clusterDim.x = kMaxCluster;
       query.attrs = &query_dims;
+      query.blockDim = dim3(kConvMaxWarps * 32);
       query.dynamicSmemBytes = kConvSmemBytes;
       int active = 0;
       const bool runs = cudaFuncSetAttribute(fused, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
@@ -662,30 +670,28 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
   }
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, fused, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                                     bias_ptr, static_cast<acc_t*>(nullptr), c_in, length, c_out,
-                                    static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), vec, *gn));
+                                    static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk),
+                                    shape.co_per_block, *gn));
   return true;
 }
 
-// The direct convolution, or nothing when cuDNN should convolve (large batch x length). With `out`:
-// GroupNorm + Mish fused into the same launch where possible; false: the caller runs gn_mish_cuda.
+// The direct convolution, or nothing when cuDNN should convolve (large batch x length, kernels wider
+// than kConvMaxKernel). With `out`: GroupNorm + Mish fused into the same launch where possible; false:
+// the caller runs gn_mish_cuda.
 template <typename scalar_t>
 bool conv1d_direct_dispatch(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor* bias, int64_t pad, const FusedGroupNorm<scalar_t>* gn,
                             int64_t groups) {
-  using acc_t = at::opmath_type<scalar_t>;
   const int64_t l_out = y.size(2), kernel = weight.size(2);
   const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
   const int64_t tiles = (l_out + tile - 1) / tile;
-  // Input channels whose window fits the shared-memory budget.
-  const int64_t fit = kConvSmemBytes / ((tile + kernel - 1) * static_cast<int64_t>(sizeof(acc_t)));
-  const int64_t channel_blocks = (weight.size(0) + kConvCo - 1) / kConvCo;
-  if (x.size(0) * tiles > kDirectMaxTiles || fit < 1 || channel_blocks >= (int64_t{1} << 31)) {
+  if (x.size(0) * tiles > kDirectMaxTiles || kernel > kConvMaxKernel || weight.size(0) >= (int64_t{1} << 31)) {
     return false;
   }
   c10::cuda::CUDAGuard guard(y.device());
-  if (tile == 4) return launch_conv1d_direct<scalar_t, 4>(y, x, weight, bias, pad, fit, gn, groups);
-  if (tile == 8) return launch_conv1d_direct<scalar_t, 8>(y, x, weight, bias, pad, fit, gn, groups);
-  return launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, fit, gn, groups);
+  if (tile == 4) return launch_conv1d_direct<scalar_t, 4>(y, x, weight, bias, pad, gn, groups);
+  if (tile == 8) return launch_conv1d_direct<scalar_t, 8>(y, x, weight, bias, pad, gn, groups);
+  return launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, gn, groups);
 }
 
 bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
