@@ -389,7 +389,7 @@ constexpr int kConvCiPerLane = 2;      // input channels a lane aims to own: loa
 constexpr int kConvSmemBytes = 40 * 1024;  // input window for a chunk of input channels
 constexpr int64_t kDirectMaxTiles = 8;     // batch x length tiles beyond which cuDNN wins
 constexpr int kPortableCluster = 8;        // thread-block cluster sizes every sm_90 GPU runs
-constexpr int kMaxCluster = 16;            // H100 / H200 run these too, when the blocks fit a GPC
+constexpr int kMaxCluster = 16;            // H100 / H200 run these too, when the blocks fit a GPC (<= 32)
 
 // GroupNorm + Mish inside the convolution kernel: the blocks of one (batch, group) form a thread-block
 // cluster and combine their statistics through distributed shared memory (sm_90).
@@ -441,6 +441,7 @@ __global__ void __launch_bounds__(kConvMaxWarps * 32, 2)
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int kWindow = kTile + kConvMaxKernel - 1;
   constexpr int kUnroll = kTile == 16 ? 2 : 4;  // input channels whose loads are in flight at once
+  constexpr int kStage = 16;                     // input-window loads a thread has in flight at once
   extern __shared__ __align__(16) unsigned char smem_raw[];
   acc_t* xs = reinterpret_cast<acc_t*>(smem_raw);  // [chunk][stride], zero-padded input window
   __shared__ acc_t partial[kConvMaxWarps][kTile];
@@ -479,11 +480,24 @@ __global__ void __launch_bounds__(kConvMaxWarps * 32, 2)
   for (int64_t c0 = 0; c0 < c_in; c0 += chunk) {
     const int cc = static_cast<int>(c_in - c0 < chunk ? c_in - c0 : chunk);
     __syncthreads();  // every warp is done reading the previous chunk
-#pragma unroll 16  // every load of a thread in flight at once (L1 misses)
-    for (int i = threadIdx.x; i < cc * width; i += blockDim.x) {
-      const int ci = i / width, j = i - ci * width;
-      const int64_t l = l0 - pad + j;
-      xs[ci * stride + j] = (l >= 0 && l < length) ? static_cast<acc_t>(xb[(c0 + ci) * length + l]) : acc_t(0);
+    // All kStage loads of a batch issue before its stores: a plain loop kept each load -> store pair in
+    // order and paid the memory latency once per element (10 us of 20 at B=1 256->256 on an H100).
+    const int staged = cc * width;
+    for (int base = threadIdx.x; base < staged; base += kStage * blockDim.x) {
+      acc_t value[kStage];
+      int slot[kStage];
+#pragma unroll
+      for (int u = 0; u < kStage; ++u) {
+        const int i = base + u * static_cast<int>(blockDim.x);
+        const int ci = i / width, j = i - ci * width;
+        const int64_t l = l0 - pad + j;
+        slot[u] = i < staged ? ci * stride + j : -1;
+        value[u] = i < staged && l >= 0 && l < length ? static_cast<acc_t>(xb[(c0 + ci) * length + l]) : acc_t(0);
+      }
+#pragma unroll
+      for (int u = 0; u < kStage; ++u) {
+        if (slot[u] >= 0) xs[slot[u]] = value[u];
+      }
     }
     __syncthreads();
     if (!active) continue;
@@ -536,16 +550,18 @@ __global__ void __launch_bounds__(kConvMaxWarps * 32, 2)
     }
     cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();
-    const unsigned blocks = cluster.num_blocks();
-    acc_t mean = 0, m2 = 0;
-    for (unsigned r = 0; r < blocks; ++r) mean += cluster.map_shared_rank(block_stats, r)[0];
-    mean /= static_cast<acc_t>(blocks);
-    for (unsigned r = 0; r < blocks; ++r) {
-      const acc_t* stats = cluster.map_shared_rank(block_stats, r);
-      const acc_t shift = stats[0] - mean;
-      m2 += stats[1] + count * shift * shift;
+    // Lane r of every warp reads block r's statistics (all remote reads in flight at once; the
+    // butterfly sums give every warp of every block the same bits).
+    const unsigned blocks = cluster.num_blocks();  // <= kMaxCluster <= 32
+    acc_t rank_mean = 0, rank_m2 = 0;
+    if (static_cast<unsigned>(lane) < blocks) {
+      const acc_t* stats = cluster.map_shared_rank(block_stats, static_cast<unsigned>(lane));
+      rank_mean = stats[0];
+      rank_m2 = stats[1];
     }
-    const acc_t var = m2 / static_cast<acc_t>(gn.group_values);
+    const acc_t mean = jk::warp_sum(rank_mean) / static_cast<acc_t>(blocks);
+    const acc_t shift = static_cast<unsigned>(lane) < blocks ? rank_mean - mean : acc_t(0);
+    const acc_t var = jk::warp_sum(rank_m2 + count * shift * shift) / static_cast<acc_t>(gn.group_values);
     const acc_t rstd = acc_t(1) / ::sqrt(var + static_cast<acc_t>(gn.eps));
     if (mine) {
       const acc_t h = (v - mean) * rstd * gamma_mine + beta_mine;
