@@ -354,7 +354,7 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
   const std::optional<at::Tensor> bc = bias.has_value() ? std::optional<at::Tensor>(bias->contiguous()) : std::nullopt;
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
-    // Small batch x length: the direct kernel (weight streaming), with GroupNorm + Mish in the same launch
+    // Small batch x length, K <= 7: the direct kernel, with GroupNorm + Mish in the same launch
     // where a group's blocks fit one cluster. Otherwise cuDNN (tensor cores) or the direct kernel, then one
     // fused GroupNorm + Mish kernel.
     if (conv1d_gn_mish_direct_cuda(out, xc, wc, bc ? &*bc : nullptr, gamma, beta, num_groups, pad, eps)) return out;

@@ -91,8 +91,10 @@ def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     x: (B, C_in, L); weight: (C_out, C_in, K), stride 1; bias (optional), gn_weight, gn_bias: (C_out,);
     num_groups must divide C_out; padding=None means K // 2 (K must then be odd). dtypes: float32,
     float64, float16 and bfloat16, all accumulated in float32 (float64 for float64). On CUDA, small
-    batch x length runs a direct convolution kernel (exact float32) and large ones use cuDNN (which
-    follows torch.backends.cudnn.allow_tf32), each followed by one fused GroupNorm + Mish kernel.
+    batch x length with K <= 7 runs a direct convolution kernel (exact float32), with GroupNorm + Mish
+    in the same launch when a group's channels fit one thread-block cluster (at most 128 channels
+    per group); large ones use cuDNN (which follows torch.backends.cudnn.allow_tf32). The rest are
+    followed by one fused GroupNorm + Mish kernel.
     Differentiable in x, weight, bias, gn_weight and gn_bias: the backward recomputes the forward
     with PyTorch ops (float32 for half types) and applies the GroupNorm / Mish derivatives.
     """
