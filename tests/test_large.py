@@ -125,3 +125,24 @@ def test_cem_update_elite_at_the_far_end():
     elite = samples[-64:]
     torch.testing.assert_close(new_mean, elite.mean(0), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(new_std, elite.std(0, correction=0), atol=1e-4, rtol=1e-4)
+
+
+def test_langevin_chain_both_ends():
+    _require_gib(20)
+    x = torch.randn(N // 16 + 1, 16, device="cuda")
+    # harmonic score is -k x: without noise each step scales x by (1 - step_size * k), exactly known
+    out = loader.ebm.langevin_chain(x, "harmonic", 3, 0.1, noise_scale=0.0, k=1.0)
+    rows = _end_rows(x.shape[0], 4)
+    torch.testing.assert_close(out[rows], x[rows] * 0.9 ** 3)
+
+
+def test_hmc_chain_both_ends():
+    _require_gib(20)
+    x = torch.randn(N // 16 + 1, 16, device="cuda")
+    # one tiny leapfrog step: every proposal is accepted and moves x by about step_size * momentum,
+    # so unwritten rows (left as whatever memory held) or untouched ones both fail
+    out, accept = loader.ebm.hmc_chain(x, "harmonic", 1, 1e-3, n_leapfrog=1, k=1.0)
+    rows = _end_rows(x.shape[0], 4)
+    moved = (out[rows] - x[rows]).abs()
+    assert (moved.amax(dim=1) > 0).all() and (moved < 1e-2).all()
+    assert (accept[rows] == 1).all()
