@@ -2,8 +2,7 @@
 
 dtypes: float32, float64, float16 and bfloat16 (half types accumulate in float32).
 Inputs may have any strides; the output is contiguous. Shapes for fake tensors
-(torch.compile, opcheck) come from the op's Meta kernel in fused.cpp, and the autograd
-formula is registered there too (in C++ it adds nothing to a warm load; see fused.cpp).
+(torch.compile, opcheck) come from the op's Meta kernel in fused.cpp.
 """
 import torch
 
@@ -21,3 +20,14 @@ def relu_add(x: torch.Tensor, y: torch.Tensor, bias: float = 0.0) -> torch.Tenso
     """
     return _ops.relu_add(x, y, bias)
 
+
+def _relu_add_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _relu_add_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return grad.masked_fill(x <= 0, 0), grad, None
+
+
+torch.library.register_autograd(f"{NAMESPACE}::relu_add", _relu_add_backward, setup_context=_relu_add_setup)
