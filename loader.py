@@ -35,13 +35,7 @@ import torch
 
 __all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "info"]
 
-
-def _real(path: str | os.PathLike) -> Path:
-    """Path(path).resolve() without the stat it adds to os.path.realpath: this runs on every load."""
-    return Path(os.path.realpath(path))
-
-
-REPO = _real(__file__).parent
+REPO = Path(__file__).resolve().parent
 # Bump when the way a build is made changes, so old cache entries are not reused.
 RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its size and mtime
 CXX_FLAGS = ["-O3"]  # the C++ standard is the one torch asks for
@@ -77,15 +71,15 @@ def _verbose() -> bool:
 
 def kernels_root(root: str | os.PathLike | None = None) -> Path:
     """The folder holding the families: the argument, $JITKERNELS_ROOT, or the repo's kernels/."""
-    return _real(root or os.environ.get("JITKERNELS_ROOT") or REPO / "kernels")
+    return Path(root or os.environ.get("JITKERNELS_ROOT") or REPO / "kernels").resolve()
 
 
 def cache_dir() -> Path:
     """$JITKERNELS_CACHE, else ~/.cache/jitkernels (or $XDG_CACHE_HOME/jitkernels)."""
     if os.environ.get("JITKERNELS_CACHE"):
-        return _real(os.path.expanduser(os.environ["JITKERNELS_CACHE"]))
+        return Path(os.environ["JITKERNELS_CACHE"]).expanduser().resolve()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return _real(os.path.join(base, "jitkernels"))
+    return Path(base, "jitkernels").resolve()
 
 
 def families(root: str | os.PathLike | None = None) -> list[str]:
@@ -119,13 +113,26 @@ def _cuda_arch_list() -> str:
     return DEFAULT_CUDA_ARCH
 
 
+def _cuda_home() -> Path | None:
+    """CUDA toolkit folder: $CUDA_HOME/$CUDA_PATH, torch's guess if it has headers, /usr/local/cuda."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates.append("/usr/local/cuda")
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "include" / "cuda_runtime.h").is_file():
+            return Path(candidate)
+    return None
+
+
 def _file_identity(path: str | None) -> list:
     """Path, size and mtime of a tool: changes when the tool is upgraded, costs one stat."""
     if not path:
         return [None]
-    real = os.path.realpath(path)
-    stat = os.stat(real)
-    return [real, stat.st_size, stat.st_mtime_ns]
+    real = Path(path).resolve()
+    stat = real.stat()
+    return [str(real), stat.st_size, stat.st_mtime_ns]
 
 
 def _compiler() -> str | None:
@@ -154,18 +161,15 @@ class _Spec:
         self.out_dir = self.family_cache / self.key
         self.library = self.out_dir / f"{self.namespace}{'.dll' if os.name == 'nt' else '.so'}"
 
-    def _hashed_files(self) -> list[str]:
-        return ([p for p in _files_under(str(self.dir)) if os.path.basename(p) != "reference.py"]
-                + _files_under(str(self.common)))
+    def _hashed_files(self) -> list[Path]:
+        return ([p for p in _files_under(self.dir) if p.name != "reference.py"]
+                + _files_under(self.common))
 
     def _key(self) -> str:
         h = hashlib.sha256()
         for path in self._hashed_files():
-            folder, name = os.path.split(path)
-            with open(path, "rb", buffering=0) as f:  # unbuffered: one read(), no buffer object
-                data = f.read()
-            h.update(f"{os.path.basename(folder)}/{name}".encode() + b"\0")  # e.g. "fused/fused.cpp"
-            h.update(data + b"\0")
+            h.update(str(path.relative_to(path.parent.parent)).encode() + b"\0")
+            h.update(path.read_bytes() + b"\0")
         config = {
             "recipe": RECIPE_VERSION,
             "family": self.name,
@@ -191,8 +195,7 @@ class _Spec:
         path hashes only when the file's size or mtime differ from the manifest's record:
         any write into the file changes its mtime."""
         try:
-            with open(self.out_dir / MANIFEST, "rb", buffering=0) as f:
-                manifest = json.loads(f.read())
+            manifest = json.loads((self.out_dir / MANIFEST).read_text())
             if _stat_identity(self.library) == manifest["library_stat"]:
                 return True
             return _sha256(self.library) == manifest["library_sha256"]
@@ -205,77 +208,28 @@ def _stat_identity(path: Path) -> list[int]:
     return [info.st_size, info.st_mtime_ns]
 
 
-def _files_under(folder: str) -> list[str]:
-    """Paths of the regular files below folder, in path order, skipping __pycache__. Strings,
-    not Paths, and os.scandir (each entry's type without a stat call): this runs on every load."""
+def _files_under(folder: Path) -> list[Path]:
+    """Regular files below folder, sorted, skipping __pycache__. os.scandir knows each entry's
+    type without a stat call, which keeps the warm path's key computation cheap."""
     found = []
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 if entry.name != "__pycache__":
-                    found += _files_under(entry.path)
+                    found += _files_under(Path(entry.path))
             elif entry.is_file():
-                found.append(entry.path)
-    return sorted(found, key=lambda path: path.split(os.sep))  # component-wise, as Paths sort
+                found.append(Path(entry.path))
+    return sorted(found)
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-# ---------------------------------------------------------------- loading
-
-def _load_cached(spec: _Spec) -> bool:
-    """Load the published build if it is whole; False when it has to be built."""
-    if not spec.cached_build_complete():
-        return False
-    try:
-        torch.ops.load_library(str(spec.library))
-    except OSError as exc:  # whole but unloadable: rebuilding is the one thing that can help
-        print(f"[jitkernels] the cached build at {spec.library} does not load ({exc}); rebuilding it",
-              file=sys.stderr, flush=True)
-        return False
-    _loaded_namespaces.add(spec.namespace)
-    return True
-
-
-def _load_library(spec: _Spec) -> None:
-    """Load the family's library, building it first if the cache lacks a whole copy."""
-    if spec.namespace in _loaded_namespaces:
-        return
-    if not _load_cached(spec):  # the warm path stops here: no lock, no subprocess, no build code
-        _build_and_load(spec)
-
-
-def _build_and_load(spec: _Spec) -> None:
-    """Build spec's family under its file lock (unless another process published it meanwhile) and load it."""
-    try:
-        with _family_lock(spec):
-            if not _load_cached(spec):  # another process may have built it while we waited
-                _build(spec)
-    except OSError as exc:
-        error = _cache_write_error(exc, spec)
-        if error is None:
-            raise
-        raise error from None
-
-
 # ---------------------------------------------------------------- building
 
-def _cuda_home() -> Path | None:
-    """CUDA toolkit folder: $CUDA_HOME/$CUDA_PATH, torch's guess if it has headers, /usr/local/cuda."""
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(str(Path(nvcc).resolve().parent.parent))
-    candidates.append("/usr/local/cuda")
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "include" / "cuda_runtime.h").is_file():
-            return Path(candidate)
-    return None
-
-
-# Patterns, not compiled regexes: they serve failed builds only (re compiles them on first use).
+# Patterns, not compiled regexes: they serve failed builds only, and compiling them at import
+# would cost every warm load (re compiles and caches them on first use).
 _GCC_ERROR = r"^(?P<path>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(?P<msg>.*)$"
 _NVCC_ERROR = r"^(?P<path>[^\s(][^(]*)\((?P<line>\d+)\):\s*(?:catastrophic )?error:?\s*(?P<msg>.*)$"
 _LINK_ERROR = r"(undefined (symbol|reference).*|ld: .*error.*)$"
@@ -466,7 +420,7 @@ def _compile(spec: _Spec, build_dir: Path) -> None:
             )
     except Exception as exc:  # the compiler's output is in the message
         if isinstance(exc, OSError) and exc.errno is not None:
-            raise  # a write that failed (full disk, read-only cache): _build_and_load says what to do
+            raise  # a write that failed (full disk, read-only cache): _load_library says what to do
         raise _compile_error(spec, str(exc), build_dir) from None
     finally:
         if saved_arch is None:
@@ -497,6 +451,20 @@ def _publish(spec: _Spec, build_dir: Path, build_seconds: float) -> None:
     os.rename(staging, spec.out_dir)  # atomic: readers see all of it or nothing
 
 
+def _load_cached(spec: _Spec) -> bool:
+    """Load the published build if it is whole; False when it has to be built."""
+    if not spec.cached_build_complete():
+        return False
+    try:
+        torch.ops.load_library(str(spec.library))
+    except OSError as exc:  # whole but unloadable: rebuilding is the one thing that can help
+        print(f"[jitkernels] the cached build at {spec.library} does not load ({exc}); rebuilding it",
+              file=sys.stderr, flush=True)
+        return False
+    _loaded_namespaces.add(spec.namespace)
+    return True
+
+
 @contextlib.contextmanager
 def _family_lock(spec: _Spec):
     """The family's build lock (the OS drops it if the holder dies); says so when it has to wait."""
@@ -514,6 +482,23 @@ def _family_lock(spec: _Spec):
         yield
     finally:
         lock.release()
+
+
+def _load_library(spec: _Spec) -> None:
+    """Load the family's library, building it first if the cache lacks a whole copy."""
+    if spec.namespace in _loaded_namespaces:
+        return
+    if _load_cached(spec):  # warm path: no lock, no subprocess
+        return
+    try:
+        with _family_lock(spec):
+            if not _load_cached(spec):  # another process may have built it while we waited
+                _build(spec)
+    except OSError as exc:
+        error = _cache_write_error(exc, spec)
+        if error is None:
+            raise
+        raise error from None
 
 
 # ---------------------------------------------------------------- binding
