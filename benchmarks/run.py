@@ -51,6 +51,21 @@ def copy_rate_gbps(device: str) -> float:
     return 2 * src.numel() * src.element_size() / (us * 1e-6) / 1e9
 
 
+_same_size_copy: dict[int, float] = {}
+
+
+def same_size_copy_us(nbytes: int, device: str) -> float:
+    """Time of a device-to-device copy moving `nbytes` (half read, half written), timed like the ops.
+    The floor uses the rate of a 2 GiB copy; at ~100 MB the same copy reaches only ~80% of that rate
+    under do_bench (launch, ramp and the flush's dirty L2 lines are fixed costs), so this says how
+    close an op is to what a copy of its own size achieves."""
+    if nbytes not in _same_size_copy:
+        src = torch.empty(max(1, nbytes // 8), dtype=torch.float32, device=device)
+        dst = torch.empty_like(src)
+        _same_size_copy[nbytes] = time_us(lambda: dst.copy_(src), device)
+    return _same_size_copy[nbytes]
+
+
 def run_case(case, device: str, floor_rate: float) -> dict:
     row = {"family": case.family, "op": case.op, "shape": case.shape, "dtype": case.dtype, "note": case.note,
            "bytes": case.bytes, "flops": case.flops, **case.extra}
@@ -71,6 +86,8 @@ def run_case(case, device: str, floor_rate: float) -> dict:
     if case.bytes:
         row["floor_us"] = case.bytes / (floor_rate * 1e9) * 1e6
         row["of_floor"] = row["floor_us"] / row["ours_us"]
+        row["copy_us"] = same_size_copy_us(case.bytes, device)
+        row["of_copy"] = row["copy_us"] / row["ours_us"]
     if case.flops:
         row["tflops"] = case.flops / (row["ours_us"] * 1e-6) / 1e12
     for base in ("eager", "compile"):
@@ -99,9 +116,11 @@ def markdown(env: dict, rows: list[dict]) -> str:
              f"Python {env['python']}, {env['date']}. Copy rate measured in the same run: "
              f"{env['copy_rate_gbps']:.0f} GB/s (read + write). Times are medians in µs; "
              "'× eager' and '× compile' are how many times faster ours is; '% floor' is the memory floor "
-             "(fewest bytes / copy rate) over our time.", "",
-             "| family | op | shape | dtype | ours µs | eager µs | compile µs | × eager | × compile | floor µs | % floor | TFLOP/s | note |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "(fewest bytes / copy rate) over our time; '% copy' is the time of a device copy moving the same bytes "
+             "(half read, half written; timed the same way) over our time.", "",
+             "| family | op | shape | dtype | ours µs | eager µs | compile µs | × eager | × compile | floor µs | % floor | "
+             "% copy | TFLOP/s | note |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         pct = r.get("of_floor")
         lines.append(
@@ -109,6 +128,7 @@ def markdown(env: dict, rows: list[dict]) -> str:
             f"{_fmt(r.get('eager_us'), '.1f')} | {_fmt(r.get('compile_us'), '.1f')} | "
             f"{_fmt(r.get('vs_eager'), '.2f')} | {_fmt(r.get('vs_compile'), '.2f')} | "
             f"{_fmt(r.get('floor_us'), '.1f')} | {_fmt(pct * 100 if pct else None, '.0f')} | "
+            f"{_fmt(r['of_copy'] * 100 if r.get('of_copy') else None, '.0f')} | "
             f"{_fmt(r.get('tflops'), '.2f')} | {r.get('note', '')}{' ' + r['compile_error'] if 'compile_error' in r else ''} |")
     return "\n".join(lines) + "\n"
 
@@ -188,6 +208,7 @@ def main() -> int:
             print(f"{row['family']:10s} {row['op']:24s} {row['shape']:24s} {row['dtype']:9s} "
                   f"ours {_fmt(row.get('ours_us'), '9.1f')}  eager {_fmt(row.get('eager_us'), '9.1f')}  "
                   f"compile {_fmt(row.get('compile_us'), '9.1f')}  floor% {_fmt((row.get('of_floor') or 0) * 100, '4.0f')}"
+                  f"  copy% {_fmt((row.get('of_copy') or 0) * 100, '4.0f')}"
                   f"  {row.get('note', '')}", flush=True)
         torch.cuda.empty_cache() if device == "cuda" else None
     if args.match:
