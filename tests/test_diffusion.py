@@ -446,6 +446,39 @@ def test_conv1d_gn_mish_fused_cuda(shape, dtype):
     assert torch.equal(static, D.conv1d_gn_mish(*args, *group_args))
 
 
+@needs_cuda
+def test_conv1d_gn_mish_large_clusters_stay_on_after_an_odd_first_grid():
+    # Clusters of more than 8 blocks are asked of the device once per process, at the first call that
+    # needs them. Asked with that call's grid (here 24 blocks in clusters of 12), the query failed and
+    # turned them off for good: 256 -> 256 at batch 1 then ran in two launches (found by
+    # compute-sanitizer). A fresh process, so the first call is the odd one.
+    script = """
+import torch, loader
+D = loader.diffusion
+def run(cin, cout, groups):
+    x, w = torch.randn(1, cin, 16, device="cuda"), torch.randn(cout, cin, 5, device="cuda") * 0.1
+    ones, zeros = torch.ones(cout, device="cuda"), torch.zeros(cout, device="cuda")
+    return D.conv1d_gn_mish(x, w, zeros, ones, zeros, groups)
+run(24, 48, 2)  # 24 channels per group: clusters of 12 blocks, a grid of 24
+torch.cuda.synchronize()
+cuda = torch.profiler.ProfilerActivity.CUDA
+with torch.profiler.profile(activities=[cuda]) as prof:
+    run(256, 256, 8)  # clusters of 16
+    torch.cuda.synchronize()
+print("|".join(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA))
+"""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kernels = done.stdout.strip().splitlines()[-1]
+    assert "conv1d_direct_kernel" in kernels, kernels
+    assert "gn_mish_kernel" not in kernels, f"GroupNorm ran as a second launch: {kernels}"
+
+
 def test_conv1d_gn_mish_options(device):
     x, w, b, gw, gb = _conv_inputs(2, 6, 8, 11, 4, torch.float64, device, bias=False)
     for pad in (0, 1, 3):  # even kernel with explicit padding, no bias

@@ -673,6 +673,10 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
       cudaLaunchAttribute query_dims = attribute;
       query_dims.val.clusterDim.x = kMaxCluster;
       query.attrs = &query_dims;
+      // A grid of whole clusters: this call's grid need not divide into kMaxCluster blocks (a cluster of
+      // 12 has a grid of 12k), and with it the query failed as "cluster misconfiguration" and turned
+      // large clusters off for the process (found by compute-sanitizer, session 8).
+      query.gridDim = dim3(kMaxCluster);
       query.blockDim = dim3(kConvMaxWarps * 32);
       query.dynamicSmemBytes = kConvSmemBytes;
       int active = 0;
