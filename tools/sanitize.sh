@@ -4,7 +4,9 @@
 # tests, under memcheck, racecheck, initcheck and synccheck. Left out: CUDA-graph tests (below) and
 # torch.compile tests (inductor's own kernels, minutes of compiling under the tools). One log per tool
 # under $OUT, one summary line per tool in $OUT/sanitize.log.
-#   TOOLS="memcheck" SANITIZE_TESTS="tests/test_fused.py" to narrow; SANITIZE_TIMEOUT (s) per tool.
+#   TOOLS="memcheck" SANITIZE_TESTS="tests/test_fused.py" to narrow; SANITIZE_TIMEOUT (s) per tool;
+#   SANITIZE_TEST_TIMEOUT (s, pytest-timeout) per test, so one slow test shows as a failure with its
+#   name instead of eating the tool's time, and --durations lists where the time went.
 set -u -o pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -36,7 +38,8 @@ run_tool() {
   local filter=("${EXCLUDE[@]}")
   [ "$tool" = initcheck ] && filter=()
   timeout "${SANITIZE_TIMEOUT:-1800}" "$SANITIZER" --tool "$tool" --print-limit 20 --error-exitcode 99 "${filter[@]}" \
-    python3 -m pytest -q -p no:cacheprovider -p no:xdist -k "cuda and not graph and not compile" "$@" > "$log" 2>&1
+    python3 -m pytest -q -p no:cacheprovider -p no:xdist -k "cuda and not graph and not compile" \
+    --timeout="${SANITIZE_TEST_TIMEOUT:-120}" --durations=25 "$@" > "$log" 2>&1
   rc=$?
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$log" | tail -2 | tr '\n' ' ')
   # Cut off by the timeout: how far pytest got, and any error the tool printed before that.
