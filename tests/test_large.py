@@ -146,3 +146,22 @@ def test_hmc_chain_both_ends():
     moved = (out[rows] - x[rows]).abs()
     assert (moved.amax(dim=1) > 0).all() and (moved < 1e-2).all()
     assert (accept[rows] == 1).all()
+
+
+def test_conv1d_gn_mish_both_ends():
+    # Large batch x length goes to cuDNN, then our GroupNorm + Mish kernel over more than 2^31
+    # outputs (and its float32 intermediate of the same size): ~21 GB in float32.
+    _require_gib(28)
+    diffusion = loader.diffusion
+    batch, c_in, c_out, length, groups = 131072, 8, 72, 256, 8  # 131072 * 72 * 256 > 2^31 outputs
+    torch.manual_seed(0)
+    x = torch.randn(batch, c_in, length, device="cuda")
+    w = torch.randn(c_out, c_in, 5, device="cuda") / (c_in * 5) ** 0.5
+    b, gw, gb = (torch.randn(c_out, device="cuda") for _ in range(3))
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        out = diffusion.conv1d_gn_mish(x, w, b, gw, gb, groups)
+    assert out.numel() > 2 ** 31
+    rows = _end_rows(batch, 2)  # batch rows are independent: the reference convolves only these
+    expected = diffusion.reference.conv1d_gn_mish(x[rows].double(), w.double(), b.double(), gw.double(),
+                                                  gb.double(), groups)
+    torch.testing.assert_close(out[rows], expected.float(), atol=1e-4, rtol=1e-4)
