@@ -252,6 +252,19 @@ def test_langevin_step_noise_is_standard_normal(device, dtype):
     assert corr[0, 1].abs() < 5 / math.sqrt(n / 8) and corr[0, 2].abs() < 5 / math.sqrt(n / 8)
 
 
+def test_langevin_step_noise_tails(device):
+    # The tails of the draws (Box-Muller's radius is sqrt(-2 log u): small u, the polynomial log's
+    # hardest inputs on the CPU) hold the normal's mass: beyond 3 and 4 sigma, two-sided.
+    n = 1 << 22
+    zeros = torch.zeros(n // 16, 16, device=device)
+    z = ebm.langevin_step(zeros, zeros, 0.5, 1.0).double().flatten()  # sqrt(2 * 0.5) = 1: z itself
+    for k, p in [(3.0, 2.699796e-3), (4.0, 6.334248e-5)]:
+        count = (z.abs() > k).sum().item()
+        assert abs(count - n * p) < 5 * math.sqrt(n * p), (k, count, n * p)
+    # 24-bit uniforms in (0, 1] bound the radius by sqrt(2 * 24 * log 2) = 5.77
+    assert z.abs().max().item() <= 5.77
+
+
 def test_langevin_step_seeds_and_inplace(device):
     x, g = torch.randn(33, 5, device=device), torch.randn(33, 5, device=device)
     torch.manual_seed(7)

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <optional>
 
@@ -87,6 +88,84 @@ C10_HOST_DEVICE inline Float4 normal4(uint64_t seed, uint64_t counter, uint64_t 
   const float s0 = std::sin(a0), c0 = std::cos(a0), s1 = std::sin(a1), c1 = std::cos(a1);
 #endif
   return Float4{radius0 * c0, radius0 * s0, radius1 * c1, radius1 * s1};
+}
+
+// ---- The CPU's batch form of normal4: the same draws, in a form the compiler vectorizes.
+// std::log / std::sin / std::cos are scalar library calls (one element at a time, ~4x slower than
+// PyTorch's vectorized randn on the CPU); these branch-free float polynomials (Cephes' logf, sinf and
+// cosf, about 1 ulp) vectorize in a plain loop. Host only.
+
+template <typename To, typename From>
+inline To bits_as(From v) {
+  static_assert(sizeof(To) == sizeof(From), "bits_as: the widths differ");
+  To out;
+  std::memcpy(&out, &v, sizeof(To));
+  return out;
+}
+
+// log(u) for a normal float u > 0: u = m·2^e with m in [√½, √2), log(1 + f) by a polynomial in f.
+// Selections are bit operations, so the loop stays free of branches.
+inline float log_positive(float u) {
+  const uint32_t bits = bits_as<uint32_t>(u);
+  const uint32_t mantissa = bits & 0x007fffffu;
+  const uint32_t below = mantissa < 0x003504f3u ? 1u : 0u;  // 1.mantissa < √2: take m in [1, √2)
+  const int32_t e = static_cast<int32_t>(bits >> 23) - 127 - static_cast<int32_t>(below) + 1;
+  const float m = bits_as<float>(mantissa | (0x3f000000u + (below << 23)));  // [√½, 1) or [1, √2)
+  const float f = m - 1.0f;
+  const float z = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f - 1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f - 1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f - 1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f - 2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  return f + (f * z * p - 0.5f * z) + static_cast<float>(e) * 0.69314718056f;
+}
+
+// (cos 2πa, sin 2πa) for a in [0, 1]: 4a = n + r with n = rint(4a), |r| <= ½ (exact), the
+// quarter-turn polynomials at x = r·π/2, turned by n quarter turns (swap, then signs, as bits).
+inline void cos_sin_two_pi(float a, float* c, float* s) {
+  const float t = 4.0f * a;
+  const float n = (t + 12582912.0f) - 12582912.0f;  // rint(t) for |t| < 2^22 (round to nearest)
+  const float x = (t - n) * 1.5707963268f;
+  const float z = x * x;
+  const float sin_x = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * x + x;
+  const float cos_x = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
+                      0.5f * z + 1.0f;
+  const uint32_t quarter = static_cast<uint32_t>(static_cast<int32_t>(n));  // θ = x + quarter·π/2
+  const uint32_t swap = 0u - (quarter & 1u);                                // all ones: cos θ = ∓sin x
+  const uint32_t sin_bits = bits_as<uint32_t>(sin_x), cos_bits = bits_as<uint32_t>(cos_x);
+  const uint32_t c0 = (cos_bits & ~swap) | (sin_bits & swap), s0 = (sin_bits & ~swap) | (cos_bits & swap);
+  *c = bits_as<float>(c0 ^ (((quarter + 1u) & 2u) << 30));  // negative in quarters 1 and 2
+  *s = bits_as<float>(s0 ^ ((quarter & 2u) << 30));         // negative in quarters 2 and 3
+}
+
+// z[4i + k] = lane k of normal4(seed, first + i, subsequence) (up to the polynomials' rounding),
+// for i < count.
+inline void normal4_batch_cpu(uint64_t seed, uint64_t first, int64_t count, float* z, uint64_t subsequence = 0) {
+  constexpr int64_t kBatch = 64;  // Philox blocks whose bits wait in a buffer (1 KB) for the math
+  uint32_t bits[4 * kBatch];
+  for (int64_t done = 0; done < count; done += kBatch) {
+    const int64_t blocks = count - done < kBatch ? count - done : kBatch;
+    for (int64_t i = 0; i < blocks; ++i) {
+      const Uint4 r = philox4x32_10(seed, first + static_cast<uint64_t>(done + i), subsequence);
+      bits[4 * i] = r.x;
+      bits[4 * i + 1] = r.y;
+      bits[4 * i + 2] = r.z;
+      bits[4 * i + 3] = r.w;
+    }
+    float* out = z + 4 * done;
+    for (int64_t j = 0; j < 2 * blocks; ++j) {  // pair j: radius from bits[2j], angle from bits[2j + 1]
+      const float radius = std::sqrt(-2.0f * log_positive(uniform_open0(bits[2 * j])));
+      float c, s;
+      cos_sin_two_pi(uniform_open0(bits[2 * j + 1]), &c, &s);
+      out[2 * j] = radius * c;
+      out[2 * j + 1] = radius * s;
+    }
+  }
 }
 
 // A fresh seed for a CPU op from the (default or given) CPU generator.

@@ -180,25 +180,32 @@ void step_cpu(const at::Tensor& out, const at::Tensor& model_output, const at::T
   scalar_t* o = out.mutable_data_ptr<scalar_t>();
   const uint64_t seed = draw ? jk::cpu_philox_seed().seed : 0;  // offset 0: counters start at 0
   const acc_t r = static_cast<acc_t>(range);
+  const bool per_row = fn.per_row();
   at::parallel_for(0, n, jk::kCpuGrain, [&](int64_t begin, int64_t end) {
-    RowCache<acc_t, CoefFn> rows(fn, inner);
-    uint64_t counter = UINT64_MAX;
-    jk::Float4 z4{0, 0, 0, 0};
-    for (int64_t i = begin; i < end; ++i) {
-      acc_t zi = 0;
+    // Segments of one row and at most kSegment elements: one coefficient lookup each, and plain
+    // loops the compiler vectorizes. Element i uses lane i % 4 of the Philox block i / 4, as on the GPU.
+    constexpr int64_t kSegment = 1024;
+    float drawn[kSegment + 8];
+    for (int64_t i0 = begin; i0 < end;) {
+      const int64_t row = per_row ? i0 / inner : 0;
+      const int64_t stop = std::min({end, i0 + kSegment, per_row ? (row + 1) * inner : end});
+      const StepCoefs<acc_t> c = fn.template get<acc_t>(row);
       if (z != nullptr) {
-        zi = static_cast<acc_t>(z[i]);
-      } else if (draw) {  // element i uses lane i % 4 of the Philox block i / 4, as on the GPU
-        const uint64_t q = static_cast<uint64_t>(i) / 4;
-        if (q != counter) {
-          z4 = jk::normal4(seed, q);
-          counter = q;
-        }
-        const int lane = static_cast<int>(i & 3);
-        zi = static_cast<acc_t>(lane == 0 ? z4.x : lane == 1 ? z4.y : lane == 2 ? z4.z : z4.w);
+        for (int64_t i = i0; i < stop; ++i)
+          o[i] = static_cast<scalar_t>(step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]),
+                                                    static_cast<acc_t>(z[i]), clip, r));
+      } else if (draw) {
+        const int64_t q0 = i0 / 4;
+        jk::normal4_batch_cpu(seed, static_cast<uint64_t>(q0), (stop - 1) / 4 - q0 + 1, drawn);
+        for (int64_t i = i0; i < stop; ++i)
+          o[i] = static_cast<scalar_t>(step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]),
+                                                    static_cast<acc_t>(drawn[i - 4 * q0]), clip, r));
+      } else {
+        for (int64_t i = i0; i < stop; ++i)
+          o[i] = static_cast<scalar_t>(
+              step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]), acc_t(0), clip, r));
       }
-      o[i] = static_cast<scalar_t>(
-          step_element(rows.at(i), static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]), zi, clip, r));
+      i0 = stop;
     }
   });
 }

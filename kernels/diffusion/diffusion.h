@@ -137,29 +137,6 @@ struct DdimCoefFn {
   }
 };
 
-// One row's coefficients, cached while consecutive elements stay in that row: a division and the
-// coefficient math only when an element leaves the cached row, never per element.
-template <typename acc_t, typename CoefFn>
-struct RowCache {
-  CoefFn fn;
-  int64_t inner;  // elements per batch row
-  int64_t row_begin = 0, row_end = -1;
-  StepCoefs<acc_t> c{};
-
-  C10_HOST_DEVICE RowCache(const CoefFn& f, int64_t n_inner) : fn(f), inner(n_inner) {}
-
-  C10_HOST_DEVICE const StepCoefs<acc_t>& at(int64_t i) {
-    if (i < row_begin || i >= row_end) {
-      const bool per_row = fn.per_row();
-      const int64_t row = per_row ? i / inner : 0;
-      row_begin = per_row ? row * inner : 0;
-      row_end = per_row ? row_begin + inner : INT64_MAX;
-      c = fn.template get<acc_t>(row);
-    }
-    return c;
-  }
-};
-
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t step_element(const StepCoefs<acc_t>& c, acc_t m, acc_t x, acc_t z, bool clip,
                                           acc_t range) {

@@ -148,11 +148,12 @@ LangevinUpdate<double> make_update(double a, double tau, std::optional<double> c
 
 inline at::Tensor symmetrized(const at::Tensor& precision) { return precision.add(precision.t()).mul_(0.5); }
 
-// Large D goes through a matrix product: S = (x − μ)·Psym, score = −S, energy = ½ Σ (x − μ)·S.
+// Large D (and the CPU in float32/float64) goes through a matrix product: S = (x − μ)·Psym,
+// score = −S, energy = ½ Σ (x − μ)·S.
 at::Tensor gaussian_matmul(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, bool energy) {
+  if (!energy) return at::matmul(mean.sub(x), symmetrized(precision));  // −(x − μ)·Psym, no pass to negate
   const at::Tensor diff = x.sub(mean);
-  at::Tensor s = at::matmul(diff, symmetrized(precision));
-  if (!energy) return s.neg_();
+  const at::Tensor s = at::matmul(diff, symmetrized(precision));
   const bool half = x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16;
   return half ? diff.mul(s).sum(1, false, at::kFloat).mul_(0.5).to(x.scalar_type()) : diff.mul_(s).sum(1).mul_(0.5);
 }
@@ -278,7 +279,10 @@ at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Te
   check_gaussian_args(x, mean, precision);
   const int64_t D = x.size(1);
   const int64_t max_d = x.is_cuda() ? cuda_gaussian_max_d(x.scalar_type() == at::kDouble) : kCpuGaussianMaxD;
-  if (D > max_d) return gaussian_matmul(x, mean, precision, !score);  // ATen ops: Meta included
+  // On the CPU, float32 and float64 rows go through BLAS at every width: 4-13x faster than the row
+  // loops from D = 16 (measured on 2 cores, B = 2^16-2^18), ~5 µs slower only for a handful of rows.
+  const bool cpu_blas = x.is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble);
+  if (D > max_d || cpu_blas) return gaussian_matmul(x, mean, precision, !score);  // ATen ops: Meta included
   at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
   if (x.is_meta() || x.size(0) == 0) return out;
   const at::Tensor xc = x.contiguous(), mc = mean.contiguous(), pc = precision.contiguous();
@@ -340,22 +344,28 @@ at::Tensor ackley_op(const at::Tensor& x, double a, double b, double c) {
 
 // ---------------------------------------------------------------- Langevin step
 
-// out = x + a·g + τ·ε elementwise (also into traj when defined); four elements per Philox
-// draw (counter = group index).
+// out = x + a·g + τ·ε elementwise (also into traj when defined); element i takes lane i % 4 of
+// Philox block i / 4. The draws of a segment come first, in the batch form the compiler vectorizes;
+// with τ = 0 (no noise) none are drawn.
 template <typename T>
 void langevin_update_cpu(const T* x, const T* g, T* out, T* traj, int64_t n, const LangevinUpdate<double>& u,
                          jk::PhiloxSeed seed) {
   using A = at::opmath_type<T>;
   const LangevinUpdate<A> upd{A(u.a), A(u.tau), A(u.lo), A(u.hi), u.clamp};
-  const int64_t groups = (n + 3) / 4;
-  at::parallel_for(0, groups, jk::kCpuGrain / 4, [&](int64_t begin, int64_t end) {
-    for (int64_t q = begin; q < end; ++q) {
-      const jk::Float4 z = jk::normal4(seed.seed, seed.offset / 4 + q);
-      for (int k = 0; k < 4 && 4 * q + k < n; ++k) {
-        const int64_t i = 4 * q + k;
-        out[i] = static_cast<T>(upd(static_cast<A>(x[i]), static_cast<A>(g[i]), static_cast<A>(lane(z, k))));
-        if (traj != nullptr) traj[i] = out[i];
+  const bool noise = u.tau != 0.0;
+  constexpr int64_t kSegment = 1024;  // elements per pass, a multiple of 4
+  at::parallel_for(0, (n + kSegment - 1) / kSegment, jk::kCpuGrain / kSegment, [&](int64_t s0, int64_t s1) {
+    float drawn[kSegment];
+    for (int64_t seg = s0; seg < s1; ++seg) {
+      const int64_t i0 = seg * kSegment, stop = std::min(n, i0 + kSegment);
+      if (noise) {
+        jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + i0 / 4, (stop - i0 + 3) / 4, drawn);
+      } else {
+        std::fill(drawn, drawn + (stop - i0), 0.0f);
       }
+      for (int64_t i = i0; i < stop; ++i)
+        out[i] = static_cast<T>(upd(static_cast<A>(x[i]), static_cast<A>(g[i]), static_cast<A>(drawn[i - i0])));
+      if (traj != nullptr) std::copy(out + i0, out + stop, traj + i0);
     }
   });
 }
@@ -425,14 +435,13 @@ void langevin_rows_cpu(const Rows& rows, const T* x0, T* xo, T* traj, int64_t B,
   const int64_t nq = (D + 3) / 4;  // Philox draws per row and step
   at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> x(D), g(D);
+    std::vector<float> z(4 * nq);
     for (int64_t r = begin; r < end; ++r) {
       std::copy(x0 + r * D, x0 + (r + 1) * D, x.begin());
       for (int64_t step = 0; step < n_steps; ++step) {
         rows.grad(x.data(), g.data(), D);
-        for (int64_t q = 0; q < nq; ++q) {
-          const jk::Float4 z = jk::normal4(seed.seed, seed.offset / 4 + step * nq + q, r);
-          for (int k = 0; k < 4 && 4 * q + k < D; ++k) x[4 * q + k] = upd(x[4 * q + k], g[4 * q + k], T(lane(z, k)));
-        }
+        jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + step * nq, nq, z.data(), r);
+        for (int64_t i = 0; i < D; ++i) x[i] = upd(x[i], g[i], T(z[i]));
         if (thin > 0 && (step + 1) % thin == 0)
           std::copy(x.begin(), x.end(), traj + (((step + 1) / thin - 1) * B + r) * D);
       }
@@ -449,15 +458,14 @@ void hmc_rows_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int64
   const int64_t nq = (D + 3) / 4;
   at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> x(D), x0(D), p(D), g(D);
+    std::vector<float> z(4 * nq);
     for (int64_t r = begin; r < end; ++r) {
       std::copy(x_in + r * D, x_in + (r + 1) * D, x.begin());
       int64_t accepted = 0;
       for (int64_t step = 0; step < n_steps; ++step) {
         const uint64_t base = seed.offset / 4 + step * (nq + 1);
-        for (int64_t q = 0; q < nq; ++q) {
-          const jk::Float4 z = jk::normal4(seed.seed, base + q, r);
-          for (int k = 0; k < 4 && 4 * q + k < D; ++k) p[4 * q + k] = T(lane(z, k));
-        }
+        jk::normal4_batch_cpu(seed.seed, base, nq, z.data(), r);
+        for (int64_t i = 0; i < D; ++i) p[i] = T(z[i]);
         x0 = x;
         T h0 = rows.energy(x.data(), D);
         for (int64_t i = 0; i < D; ++i) h0 += T(0.5) * p[i] * p[i];
