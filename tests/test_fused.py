@@ -32,6 +32,23 @@ def test_non_contiguous_and_offset_inputs(device, dtype):
     torch.testing.assert_close(out, fused.reference.relu_add(x, y, -1.5), atol=atol, rtol=rtol)
 
 
+def test_float16_every_value_and_rounding_exact(device):
+    # Every float16 bit pattern (subnormals, infinities, NaNs) through relu and back, and sums that
+    # land anywhere in float16's range (and past it), rounded once to nearest even like torch.
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16).to(device)
+    out = fused.relu_add(x, torch.zeros_like(x), 0.0)
+    torch.testing.assert_close(out, torch.relu(x.float()).half(), atol=0, rtol=0, equal_nan=True)
+    g = torch.Generator().manual_seed(0)
+
+    def spread(n):  # magnitudes from 2^-26 (below the smallest subnormal) to 2^17 (past the largest half)
+        return torch.randn(n, generator=g).mul(torch.exp2(torch.randint(-26, 18, (n,), generator=g).float()))
+
+    for bias in [0.0, 3.0000001, -65519.0, 65519.99, 6.1e-5]:
+        a, b = spread(1 << 18).half().to(device), spread(1 << 18).half().to(device)
+        expected = (torch.relu(a.float()) + b.float() + bias).half()
+        torch.testing.assert_close(fused.relu_add(a, b, bias), expected, atol=0, rtol=0, equal_nan=True)
+
+
 def test_every_element_written(device):
     # A length that is not a multiple of the vector width exercises the scalar tail.
     x, y = _inputs(4 * 1000 + 3, torch.float32, device)
