@@ -7,9 +7,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 #include <utility>
+
+#include "bits.h"
 
 namespace jk {
 
@@ -23,14 +24,6 @@ float apply_to_column(const Op& op, const float (&wide)[kInputs][kChunk], int64_
 
 template <typename T>
 constexpr bool kReducedFloat = std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>;
-
-template <typename To, typename From>
-inline To same_bits(From v) {
-  static_assert(sizeof(To) == sizeof(From), "same_bits: the widths differ");
-  To out;
-  std::memcpy(&out, &v, sizeof(To));
-  return out;
-}
 
 // float16 <-> float without branches, so the conversion loops vectorize (c10::Half's own
 // conversions branch, and the loops stay scalar). Same results as c10's: exact widening, narrowing

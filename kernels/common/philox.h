@@ -9,9 +9,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <optional>
+
+#include "bits.h"
 
 namespace jk {
 
@@ -95,22 +96,14 @@ C10_HOST_DEVICE inline Float4 normal4(uint64_t seed, uint64_t counter, uint64_t 
 // PyTorch's vectorized randn on the CPU); these branch-free float polynomials (Cephes' logf, sinf and
 // cosf, about 1 ulp) vectorize in a plain loop. Host only.
 
-template <typename To, typename From>
-inline To bits_as(From v) {
-  static_assert(sizeof(To) == sizeof(From), "bits_as: the widths differ");
-  To out;
-  std::memcpy(&out, &v, sizeof(To));
-  return out;
-}
-
 // log(u) for a normal float u > 0: u = m·2^e with m in [√½, √2), log(1 + f) by a polynomial in f.
 // Selections are bit operations, so the loop stays free of branches.
 inline float log_positive(float u) {
-  const uint32_t bits = bits_as<uint32_t>(u);
+  const uint32_t bits = same_bits<uint32_t>(u);
   const uint32_t mantissa = bits & 0x007fffffu;
   const uint32_t below = mantissa < 0x003504f3u ? 1u : 0u;  // 1.mantissa < √2: take m in [1, √2)
   const int32_t e = static_cast<int32_t>(bits >> 23) - 127 - static_cast<int32_t>(below) + 1;
-  const float m = bits_as<float>(mantissa | (0x3f000000u + (below << 23)));  // [√½, 1) or [1, √2)
+  const float m = same_bits<float>(mantissa | (0x3f000000u + (below << 23)));  // [√½, 1) or [1, √2)
   const float f = m - 1.0f;
   const float z = f * f;
   float p = 7.0376836292e-2f;
@@ -137,10 +130,10 @@ inline void cos_sin_two_pi(float a, float* c, float* s) {
                       0.5f * z + 1.0f;
   const uint32_t quarter = static_cast<uint32_t>(static_cast<int32_t>(n));  // θ = x + quarter·π/2
   const uint32_t swap = 0u - (quarter & 1u);                                // all ones: cos θ = ∓sin x
-  const uint32_t sin_bits = bits_as<uint32_t>(sin_x), cos_bits = bits_as<uint32_t>(cos_x);
+  const uint32_t sin_bits = same_bits<uint32_t>(sin_x), cos_bits = same_bits<uint32_t>(cos_x);
   const uint32_t c0 = (cos_bits & ~swap) | (sin_bits & swap), s0 = (sin_bits & ~swap) | (cos_bits & swap);
-  *c = bits_as<float>(c0 ^ (((quarter + 1u) & 2u) << 30));  // negative in quarters 1 and 2
-  *s = bits_as<float>(s0 ^ ((quarter & 2u) << 30));         // negative in quarters 2 and 3
+  *c = same_bits<float>(c0 ^ (((quarter + 1u) & 2u) << 30));  // negative in quarters 1 and 2
+  *s = same_bits<float>(s0 ^ ((quarter & 2u) << 30));         // negative in quarters 2 and 3
 }
 
 // z[4i + k] = lane k of normal4(seed, first + i, subsequence) (up to the polynomials' rounding),

@@ -30,15 +30,7 @@ constexpr int normals_per_call() {
   return sizeof(T) == 2 ? 8 : 4;
 }
 
-// v's bits read as a To of the same width (memcpy is the defined way to reinterpret; host and
-// device compilers make it a register move).
-template <typename To, typename From>
-C10_HOST_DEVICE inline To same_bits(From v) {
-  static_assert(sizeof(To) == sizeof(From), "same_bits: the widths differ");
-  To out;
-  ::memcpy(&out, &v, sizeof(To));
-  return out;
-}
+using jk::same_bits;
 
 // A uniform in (0, 1] from the top 23 bits: 2 - [1, 2) built from the mantissa (no int->float convert).
 C10_HOST_DEVICE inline float uniform_hi23(uint32_t bits) {
