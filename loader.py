@@ -38,15 +38,13 @@ __all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "i
 REPO = Path(__file__).resolve().parent
 # Bump when the way a build is made changes, so old cache entries are not reused.
 RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its size and mtime
-# at::parallel_for is a header template whose OpenMP pragma compiles into our code: without
-# -fopenmp every CPU kernel ran on one thread (found in session 8). Only where torch itself uses
-# OpenMP (its Linux builds, which ship the libgomp our libraries then share); elsewhere its own
-# thread pool needs nothing from us.
-OPENMP_FLAGS = ["-fopenmp"] if torch._C.has_openmp else []
 # The C++ standard is the one torch asks for. -fno-math-errno: sqrt need not set errno (nothing reads
-# it), which is what lets the compiler vectorize the CPU loops that take square roots.
-CXX_FLAGS = ["-O3", "-fno-math-errno", *OPENMP_FLAGS]
-LD_FLAGS = [*OPENMP_FLAGS]
+# it), which is what lets the compiler vectorize the CPU loops that take square roots. -fopenmp:
+# at::parallel_for is a header template whose OpenMP pragma compiles into our code, and without it
+# every CPU kernel ran on one thread (found in session 8). Only where torch itself uses OpenMP (its
+# Linux builds); compile-only, so the calls bind to the libgomp torch has loaded (one runtime in
+# the process, and no libgomp needed at link time); elsewhere torch's own pool needs nothing.
+CXX_FLAGS = ["-O3", "-fno-math-errno", *(["-fopenmp"] if torch._C.has_openmp else [])]
 CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
 MANIFEST = "manifest.json"
@@ -181,7 +179,7 @@ class _Spec:
         config = {
             "recipe": RECIPE_VERSION,
             "family": self.name,
-            "cxx_flags": CXX_FLAGS, "ld_flags": LD_FLAGS, "cuda_flags": CUDA_FLAGS if self.cuda else None,
+            "cxx_flags": CXX_FLAGS, "cuda_flags": CUDA_FLAGS if self.cuda else None,
             "torch": torch.__version__, "torch_git": torch.version.git_version,
             "torch_cuda": torch.version.cuda, "cxx11_abi": torch._C._GLIBCXX_USE_CXX11_ABI,
             "cxx": _file_identity(_compiler()),
@@ -420,7 +418,6 @@ def _compile(spec: _Spec, build_dir: Path) -> None:
                 sources=[str(s) for s in spec.sources],
                 extra_cflags=CXX_FLAGS + defines,
                 extra_cuda_cflags=CUDA_FLAGS + defines,
-                extra_ldflags=list(LD_FLAGS),  # a copy: cpp_extension appends to the list it is given
                 extra_include_paths=[str(spec.common)],
                 build_directory=str(build_dir),
                 verbose=_verbose(),
