@@ -17,8 +17,6 @@ TESTS=${SANITIZE_TESTS:-tests/test_fused.py tests/test_ebm.py tests/test_samplin
 # Without the caching allocator memcheck sees each tensor's true bounds. CUDA graphs need the
 # caching allocator, so the graph tests are left out here (they run in the normal suite).
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-# The tools run side by side (one process each): the machine has the cores, and the slowest
-# tool sets the wall time instead of the sum.
 # memcheck, racecheck and synccheck check only our kernels: PyTorch's own (at::native), cuBLAS's and
 # cuDNN's are excluded by name (none of ours carries these words), which makes them several times
 # faster (session 8: without it, memcheck had done 12% of the suite in 520 s). initcheck checks every

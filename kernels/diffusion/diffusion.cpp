@@ -185,25 +185,24 @@ void step_cpu(const at::Tensor& out, const at::Tensor& model_output, const at::T
     // Segments of one row and at most kSegment elements: one coefficient lookup each, and plain
     // loops the compiler vectorizes. Element i uses lane i % 4 of the Philox block i / 4, as on the GPU.
     constexpr int64_t kSegment = 1024;
-    float drawn[kSegment + 8];
+    float drawn[kSegment + 4];  // a segment that starts inside a Philox block draws one block more
     for (int64_t i0 = begin; i0 < end;) {
       const int64_t row = per_row ? i0 / inner : 0;
       const int64_t stop = std::min({end, i0 + kSegment, per_row ? (row + 1) * inner : end});
       const StepCoefs<acc_t> c = fn.template get<acc_t>(row);
-      if (z != nullptr) {
+      auto segment = [&](auto noise) {  // noise(i): element i's z; one loop per kind, each vectorizable
         for (int64_t i = i0; i < stop; ++i)
-          o[i] = static_cast<scalar_t>(step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]),
-                                                    static_cast<acc_t>(z[i]), clip, r));
+          o[i] = static_cast<scalar_t>(
+              step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]), noise(i), clip, r));
+      };
+      if (z != nullptr) {
+        segment([&](int64_t i) { return static_cast<acc_t>(z[i]); });
       } else if (draw) {
         const int64_t q0 = i0 / 4;
         jk::normal4_batch_cpu(seed, static_cast<uint64_t>(q0), (stop - 1) / 4 - q0 + 1, drawn);
-        for (int64_t i = i0; i < stop; ++i)
-          o[i] = static_cast<scalar_t>(step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]),
-                                                    static_cast<acc_t>(drawn[i - 4 * q0]), clip, r));
+        segment([&](int64_t i) { return static_cast<acc_t>(drawn[i - 4 * q0]); });
       } else {
-        for (int64_t i = i0; i < stop; ++i)
-          o[i] = static_cast<scalar_t>(
-              step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]), acc_t(0), clip, r));
+        segment([](int64_t) { return acc_t(0); });
       }
       i0 = stop;
     }
