@@ -37,3 +37,26 @@ def pytest_terminal_summary(terminalreporter):
         ops = len({op for op, _ in module.CASES_RUN})
         terminalreporter.write_line(f"bad-input sweep: {len(module.CASES_RUN)} cases over {ops} ops, "
                                     "the process survived all of them")
+
+
+# tools/sanitize.sh splits the suite over several processes: JK_TEST_SHARD="i/n" keeps every n-th
+# selected test from the i-th on (parametrizations of one slow test land in different shards), and
+# JK_TEST_TIMES=path appends each test's seconds as it finishes, so a run cut off by a timeout still
+# shows where its time went.
+@pytest.hookimpl(trylast=True)  # after -k / -m have deselected
+def pytest_collection_modifyitems(config, items):
+    shard = os.environ.get("JK_TEST_SHARD")
+    if not shard:
+        return
+    index, count = (int(part) for part in shard.split("/"))
+    kept = items[index::count]
+    kept_ids = {id(item) for item in kept}
+    config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+    items[:] = kept
+
+
+def pytest_runtest_logreport(report):
+    path = os.environ.get("JK_TEST_TIMES")
+    if path and report.when == "call":
+        with open(path, "a") as log:
+            log.write(f"{report.duration:8.2f} {report.outcome:7} {report.nodeid}\n")

@@ -6,7 +6,7 @@
 # under $OUT, one summary line per tool in $OUT/sanitize.log.
 #   TOOLS="memcheck" SANITIZE_TESTS="tests/test_fused.py" to narrow; SANITIZE_TIMEOUT (s) per tool;
 #   SANITIZE_TEST_TIMEOUT (s, pytest-timeout) per test, so one slow test shows as a failure with its
-#   name instead of eating the tool's time, and --durations lists where the time went.
+#   name instead of eating the tool's time; SANITIZE_SHARDS processes per tool.
 set -u -o pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
@@ -26,35 +26,40 @@ EXCLUDE=()
 [ "${SANITIZE_ALL_KERNELS:-0}" = 1 ] || for word in native gemm xmma cutlass cudnn cublas nchw nhwc sm90_ sm80_; do
   EXCLUDE+=(--kernel-name-exclude "kns=$word")
 done
-# One process per tool and group of test files, side by side (the machine has the cores; the slowest
-# process sets the wall time). ebm's statistical chain tests are the longest group.
-run_tool() {
-  local tool=$1 name=$2 start rc summary log
-  shift 2
-  log="$OUT/sanitize_${tool}_$name.log"
-  start=$(date +%s)
+# Each tool runs in SANITIZE_SHARDS processes side by side, every one taking every n-th test
+# (tests/conftest.py, JK_TEST_SHARD); each test's seconds go to sanitize_<tool>_times.log as it ends.
+SHARDS=${SANITIZE_SHARDS:-4}
+run_shard() {
+  local tool=$1 shard=$2
   local filter=("${EXCLUDE[@]}")
   [ "$tool" = initcheck ] && filter=()
-  timeout "${SANITIZE_TIMEOUT:-1800}" "$SANITIZER" --tool "$tool" --print-limit 20 --error-exitcode 99 "${filter[@]}" \
-    python3 -m pytest -q -p no:cacheprovider -p no:xdist -k "cuda and not graph and not compile" \
-    --timeout="${SANITIZE_TEST_TIMEOUT:-120}" --durations=25 "$@" > "$log" 2>&1
-  rc=$?
-  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$log" | tail -2 | tr '\n' ' ')
-  # Cut off by the timeout: how far pytest got, and any error the tool printed before that.
-  [ "$rc" = 124 ] && summary="TIMED OUT at $(grep -o '\[ *[0-9]*%\]' "$log" | tail -1);\
- $(grep -cE '^========= (Invalid|Uninitialized|Race|Barrier|Program hit|Error)' "$log") error lines so far"
-  echo "$tool $name: exit $rc, $(( $(date +%s) - start )) s; $summary" | tee -a "$OUT/sanitize.log"
-  return $rc
+  JK_TEST_SHARD="$shard/$SHARDS" JK_TEST_TIMES="$OUT/sanitize_${tool}_times.log" \
+    timeout "${SANITIZE_TIMEOUT:-1800}" "$SANITIZER" --tool "$tool" --print-limit 20 --error-exitcode 99 \
+    "${filter[@]}" python3 -m pytest -q -p no:cacheprovider -p no:xdist -k "cuda and not graph and not compile" \
+    --timeout="${SANITIZE_TEST_TIMEOUT:-120}" $TESTS > "$OUT/sanitize_${tool}_$shard.log" 2>&1
 }
+# One summary line per tool: tests run, error lines the tool printed, and any shard cut off.
+summarize() {
+  local tool=$1 seconds=$2 logs=("$OUT/sanitize_${tool}_"[0-9]*.log)
+  local passed failed errors cut
+  passed=$(cat "$OUT/sanitize_${tool}_times.log" 2>/dev/null | grep -c " passed ")
+  failed=$(cat "$OUT/sanitize_${tool}_times.log" 2>/dev/null | grep -c " failed ")
+  errors=$(cat "${logs[@]}" | grep -cE '^========= (Invalid|Uninitialized|Race|Barrier|Program hit|Error|Unused|Divergent)')
+  cut=$(grep -L -E "ERROR SUMMARY|RACECHECK SUMMARY" "${logs[@]}" | wc -l)
+  echo "$tool: $SHARDS shards, ${seconds} s; $passed passed, $failed failed; $errors error lines;\
+ $cut shard(s) without the tool's summary (cut off)" | tee -a "$OUT/sanitize.log"
+  [ "$errors" = 0 ] && [ "$failed" = 0 ] && [ "$cut" = 0 ] && [ "$passed" -gt 0 ]  # ran something, all clean
+}
+start=$(date +%s)
 pids=()
 for tool in $TOOLS; do
-  if [ -n "${SANITIZE_TESTS:-}" ]; then
-    run_tool "$tool" tests $TESTS & pids+=($!)
-  else
-    run_tool "$tool" ebm tests/test_ebm.py & pids+=($!)
-    run_tool "$tool" rest ${TESTS/tests\/test_ebm.py/} & pids+=($!)
-  fi
+  for shard in $(seq 0 $((SHARDS - 1))); do run_shard "$tool" "$shard" & pids+=($!); done
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+for tool in $TOOLS; do summarize "$tool" $(( $(date +%s) - start )) || status=1; done
+# The slowest tests, for the next run's planning.
+for tool in $TOOLS; do
+  echo "slowest under $tool:"; sort -rn "$OUT/sanitize_${tool}_times.log" 2>/dev/null | head -8
+done | tee -a "$OUT/sanitize.log"
 exit $status
