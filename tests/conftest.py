@@ -55,8 +55,19 @@ def pytest_collection_modifyitems(config, items):
     items[:] = kept
 
 
+_phases = {}  # nodeid -> {phase: seconds}, for JK_TEST_TIMES
+
+
 def pytest_runtest_logreport(report):
     path = os.environ.get("JK_TEST_TIMES")
-    if path and report.when == "call":
+    if not path:
+        return
+    phases = _phases.setdefault(report.nodeid, {"outcome": "passed"})
+    phases[report.when] = report.duration
+    if report.failed or (report.skipped and report.when != "teardown"):
+        phases["outcome"] = report.outcome
+    if report.when == "teardown":  # setup + call + teardown: fixtures can cost more than the test
+        phases = _phases.pop(report.nodeid)
+        total = sum(phases.get(when, 0.0) for when in ("setup", "call", "teardown"))
         with open(path, "a") as log:
-            log.write(f"{report.duration:8.2f} {report.outcome:7} {report.nodeid}\n")
+            log.write(f"{total:8.2f} {phases['outcome']:7} {report.nodeid} (setup {phases.get('setup', 0):.2f} s)\n")

@@ -31,6 +31,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "diffusion.h"
 #include "elementwise.cuh"
@@ -663,6 +664,14 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
   config.attrs = &attribute;
   config.numAttrs = 1;
   if (cluster > kPortableCluster) {
+    // JITKERNELS_PORTABLE_CLUSTERS=1: portable sizes only (the unfused path for larger groups).
+    // tools/sanitize.sh sets it for synccheck, which reports the barriers of 16-block clusters as
+    // divergent even in a kernel of straight-line __syncthreads (results/session9/synccheck_cluster).
+    static const bool portable_only = [] {
+      const char* value = std::getenv("JITKERNELS_PORTABLE_CLUSTERS");
+      return value != nullptr && value[0] == '1';
+    }();
+    if (portable_only) return false;
     // Allowed on request, and asked of the device (once per device, with the largest blocks and window,
     // before any CUDA graph capture: the first call is a warm-up), not assumed.
     static int large_clusters[64] = {0};  // 0: not asked yet, 1: they run, -1: they do not
