@@ -45,7 +45,7 @@ run_shard() {
   JITKERNELS_PORTABLE_CLUSTERS=$portable JK_TEST_SHARD="$shard/$SHARDS" JK_TEST_TIMES="$OUT/sanitize_${tool}_times.log" \
     timeout "${SANITIZE_TIMEOUT:-1800}" "$SANITIZER" --tool "$tool" --print-limit 1000000 --show-backtrace no \
     --error-exitcode 99 "${filter[@]}" python3 -m pytest -v -p no:cacheprovider -p no:xdist \
-    -k "cuda and not graph and not compile" --timeout="${SANITIZE_TEST_TIMEOUT:-120}" $TESTS \
+    -k "cuda and not graph and not compile" --timeout="${SANITIZE_TEST_TIMEOUT:-300}" $TESTS \
     > "$OUT/sanitize_${tool}_$shard.log" 2>&1
 }
 start=$(date +%s)
