@@ -1,4 +1,5 @@
 """Family `diffusion`: DDPM / DDIM steps and conv1d_gn_mish against reference.py (and diffusers when present)."""
+import os
 import pytest
 import torch
 import torch.nn.functional as F
@@ -447,11 +448,13 @@ def test_conv1d_gn_mish_fused_cuda(shape, dtype):
 
 
 @needs_cuda
-def test_conv1d_gn_mish_large_clusters_stay_on_after_an_odd_first_grid():
+@pytest.mark.parametrize("portable_only", [False, True])
+def test_conv1d_gn_mish_large_clusters_stay_on_after_an_odd_first_grid(portable_only):
     # Clusters of more than 8 blocks are asked of the device once per process, at the first call that
     # needs them. Asked with that call's grid (here 24 blocks in clusters of 12), the query failed and
     # turned them off for good: 256 -> 256 at batch 1 then ran in two launches (found by
     # compute-sanitizer). A fresh process, so the first call is the odd one.
+    # JITKERNELS_PORTABLE_CLUSTERS=1 (sanitize.sh's synccheck) turns them off on purpose.
     script = """
 import torch, loader
 D = loader.diffusion
@@ -472,11 +475,16 @@ print("|".join(e.name for e in prof.events() if e.device_type == torch.autograd.
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=600)
+    env = dict(os.environ, JITKERNELS_PORTABLE_CLUSTERS="1" if portable_only else "0")
+    done = subprocess.run([sys.executable, "-c", script], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     kernels = done.stdout.strip().splitlines()[-1]
     assert "conv1d_direct_kernel" in kernels, kernels
-    assert "gn_mish_kernel" not in kernels, f"GroupNorm ran as a second launch: {kernels}"
+    if portable_only:
+        assert "gn_mish_kernel" in kernels, f"clusters of 16 ran although turned off: {kernels}"
+    else:
+        assert "gn_mish_kernel" not in kernels, f"GroupNorm ran as a second launch: {kernels}"
 
 
 def test_conv1d_gn_mish_options(device):
