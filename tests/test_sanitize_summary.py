@@ -1,0 +1,70 @@
+"""tools/sanitize_summary.py decides whether a compute-sanitizer run was clean: check its verdicts on
+logs written the way the tool and pytest -v write them."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_path = Path(__file__).resolve().parent.parent / "tools" / "sanitize_summary.py"
+_spec = importlib.util.spec_from_file_location("sanitize_summary", _path)
+summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(summary)
+
+OURS_REPORT = """tests/test_x.py::test_a[cuda] ========= Invalid __global__ read of size 4 bytes
+=========     at void ebm::score_kernel<float>(const float *, long)+0x1f0
+=========     by thread (3,0,0) in block (0,0,0)
+=========     Address 0x7f00 is out of bounds
+=========
+PASSED
+"""
+TORCH_REPORT = """tests/test_x.py::test_b[cuda] ========= Uninitialized __global__ memory read of size 8 bytes
+=========     at void at::native::reduce_kernel<(int)256, (int)2, at::native::ReduceOp<double>>(T3)+0x10880
+=========     by thread (1,0,0) in block (1,10,0)
+=========
+PASSED
+"""
+RACE_REPORT = """tests/test_x.py::test_c[cuda] ========= Error: Race reported between Write access at void linalg::(anonymous namespace)::tile_kernel<float>(float *)+0x80
+=========     and Read access at void linalg::(anonymous namespace)::tile_kernel<float>(float *)+0x90 [128 hazards]
+PASSED
+"""
+TOOL_FAILURE = "...========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception.\n"
+END = "========= ERROR SUMMARY: {} errors\n"
+
+
+def verdict(tmp_path, shards, times="    0.50 passed  tests/test_x.py::test_a[cuda] (setup 0.00 s)\n"):
+    (tmp_path / "times.log").write_text(times)
+    logs = []
+    for i, text in enumerate(shards):
+        logs.append(tmp_path / f"shard_{i}.log")
+        logs[-1].write_text(text)
+    return summary.main("memcheck", "1", str(tmp_path / "times.log"), *map(str, logs))
+
+
+def test_clean_run_passes(tmp_path, capsys):
+    assert verdict(tmp_path, ["tests/test_x.py::test_a[cuda] PASSED\n" + END.format(0)]) == 0
+    assert "CLEAN" in capsys.readouterr().out
+
+
+def test_a_report_in_our_kernel_fails_and_names_kernel_and_test(tmp_path, capsys):
+    assert verdict(tmp_path, [OURS_REPORT + END.format(1)]) == 1
+    out = capsys.readouterr().out
+    assert "ebm::score_kernel: Invalid __global__ read" in out and "tests/test_x.py::test_a[cuda]" in out
+
+
+def test_racecheck_hazards_in_anonymous_namespaces_count_as_ours(tmp_path, capsys):
+    assert verdict(tmp_path, [RACE_REPORT + END.format(1)]) == 1
+    assert "linalg::" in capsys.readouterr().out
+
+
+def test_another_librarys_report_is_counted_but_does_not_fail(tmp_path, capsys):
+    assert verdict(tmp_path, [TORCH_REPORT + END.format(1)]) == 0
+    assert "other libraries: 1 x at::native::reduce_kernel" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["tool failure", "cut off", "failed test", "nothing ran"])
+def test_runs_that_prove_nothing_fail(tmp_path, case):
+    shards = {"tool failure": [TOOL_FAILURE + END.format(0)],
+              "cut off": ["tests/test_x.py::test_a[cuda] PASSED\n" + END.format(0), "tests/test_x.py::test_b[cuda] "],
+              "failed test": [END.format(0)], "nothing ran": [END.format(0)]}[case]
+    times = {"failed test": "  300.00 failed  tests/test_x.py::test_a[cuda] (setup 0.00 s)\n", "nothing ran": ""}
+    assert verdict(tmp_path, shards, **({"times": times[case]} if case in times else {})) == 1
