@@ -39,17 +39,36 @@ def pytest_terminal_summary(terminalreporter):
                                     "the process survived all of them")
 
 
-# tools/sanitize.sh splits the suite over several processes: JK_TEST_SHARD="i/n" keeps every n-th
-# selected test from the i-th on (parametrizations of one slow test land in different shards), and
-# JK_TEST_TIMES=path appends each test's seconds as it finishes, so a run cut off by a timeout still
-# shows where its time went.
+# tools/sanitize.sh splits the suite over several processes: JK_TEST_SHARD="i/n" keeps the i-th of n
+# shares of the selected tests, and JK_TEST_TIMES=path appends each test's seconds as it finishes, so a
+# run cut off by a timeout still shows where its time went. With JK_TEST_BALANCE=<an earlier
+# JK_TEST_TIMES log>, the shares are balanced by those times, longest test first (each goes to the
+# share with the least time so far, and each share runs its longest tests first, so no long test
+# starts near the end); without it, every n-th test.
 @pytest.hookimpl(trylast=True)  # after -k / -m have deselected
 def pytest_collection_modifyitems(config, items):
     shard = os.environ.get("JK_TEST_SHARD")
     if not shard:
         return
     index, count = (int(part) for part in shard.split("/"))
-    kept = items[index::count]
+    balance = os.environ.get("JK_TEST_BALANCE")  # empty: not balanced
+    if balance:
+        known = {}
+        with open(balance) as log:
+            for line in log:
+                seconds, _, nodeid = line.split()[:3]
+                known[nodeid] = float(seconds)
+        unknown = sorted(known.values())[len(known) // 2] if known else 1.0  # a new test: the median
+        seconds = [known.get(item.nodeid, unknown) for item in items]
+        order = sorted(range(len(items)), key=lambda i: -seconds[i])  # stable: every process agrees
+        loads, kept = [0.0] * count, []
+        for i in order:
+            share = loads.index(min(loads))
+            loads[share] += seconds[i]
+            if share == index:
+                kept.append(items[i])
+    else:
+        kept = items[index::count]
     kept_ids = {id(item) for item in kept}
     config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
     items[:] = kept

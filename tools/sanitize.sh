@@ -26,13 +26,16 @@ EXCLUDE=()
 [ "${SANITIZE_ALL_KERNELS:-0}" = 1 ] || for word in native gemm xmma cutlass cudnn cublas nchw nhwc sm90_ sm80_; do
   EXCLUDE+=(--kernel-name-exclude "kns=$word")
 done
-# Each tool runs in SANITIZE_SHARDS processes side by side, every one taking every n-th test
-# (tests/conftest.py, JK_TEST_SHARD); SANITIZE_SHARD_LIST="0 1 2" runs only those shards, so one tool
-# can be spread over several device calls. Each test's seconds go to sanitize_<tool>_times.log.
+# Each tool runs in SANITIZE_SHARDS processes side by side, each taking a share of the tests balanced
+# by an earlier run's times, longest first (tests/conftest.py: JK_TEST_SHARD, JK_TEST_BALANCE;
+# SANITIZE_BALANCE= to take every n-th test instead); SANITIZE_SHARD_LIST="0 1 2" runs only those
+# shards, so one tool can be spread over several device calls. Each test's seconds go to
+# sanitize_<tool>_times.log (the next run's SANITIZE_BALANCE).
 # Every report is printed without backtraces (pytest -v names the test it belongs to) and
 # tools/sanitize_summary.py sorts them into our kernels' and other libraries'.
 SHARDS=${SANITIZE_SHARDS:-4}
 SHARD_LIST=${SANITIZE_SHARD_LIST:-$(seq 0 $((SHARDS - 1)))}
+BALANCE=${SANITIZE_BALANCE-benchmarks/results/session9/sanitize_a/sanitize_memcheck_times.log}
 run_shard() {
   local tool=$1 shard=$2
   local filter=("${EXCLUDE[@]}")
@@ -42,7 +45,8 @@ run_shard() {
   # clusters of <= 8 blocks (larger groups take the unfused path), which it can check.
   local portable=0
   [ "$tool" = synccheck ] && portable=1
-  JITKERNELS_PORTABLE_CLUSTERS=$portable JK_TEST_SHARD="$shard/$SHARDS" JK_TEST_TIMES="$OUT/sanitize_${tool}_times.log" \
+  JITKERNELS_PORTABLE_CLUSTERS=$portable JK_TEST_SHARD="$shard/$SHARDS" JK_TEST_BALANCE="$BALANCE" \
+    JK_TEST_TIMES="$OUT/sanitize_${tool}_times.log" \
     timeout "${SANITIZE_TIMEOUT:-1800}" "$SANITIZER" --tool "$tool" --print-limit 1000000 --show-backtrace no \
     --error-exitcode 99 "${filter[@]}" python3 -m pytest -v -p no:cacheprovider -p no:xdist \
     -k "cuda and not graph and not compile" --timeout="${SANITIZE_TEST_TIMEOUT:-300}" $TESTS \
