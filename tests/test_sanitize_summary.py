@@ -61,11 +61,18 @@ def test_another_librarys_report_is_counted_but_does_not_fail(tmp_path, capsys):
     assert "other libraries: 1 x at::native::reduce_kernel" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("case", ["tool failure", "cut off", "failed test", "nothing ran", "all skipped"])
+CRASH = """tests/test_x.py::test_a[cuda] Fatal Python error: Segmentation fault
+========= Error: process didn't terminate successfully
+========= Target application returned an error
+"""
+
+
+@pytest.mark.parametrize("case", ["tool failure", "cut off", "failed test", "nothing ran", "all skipped", "crash"])
 def test_runs_that_prove_nothing_fail(tmp_path, case):
     shards = {"tool failure": [TOOL_FAILURE + END.format(0)],
               "cut off": ["tests/test_x.py::test_a[cuda] PASSED\n" + END.format(0), "tests/test_x.py::test_b[cuda] "],
-              "failed test": [END.format(0)], "nothing ran": [END.format(0)], "all skipped": [END.format(0)]}[case]
+              "failed test": [END.format(0)], "nothing ran": [END.format(0)], "all skipped": [END.format(0)],
+              "crash": [CRASH + END.format(0)]}[case]
     times = {"failed test": "  300.00 failed  tests/test_x.py::test_a[cuda] (setup 0.00 s)\n", "nothing ran": "",
              "all skipped": "    0.00 skipped tests/test_x.py::test_a[cuda] (setup 0.00 s)\n"}
     assert verdict(tmp_path, shards, **({"times": times[case]} if case in times else {})) == 1

@@ -4,7 +4,8 @@ Each report is owned by the kernel it names: ours (the families' namespaces and 
 library's (PyTorch's at::native, cuBLAS, ...). Only ours can fail the run; the others are counted and
 named, since the tools also flag library kernels (initcheck: PyTorch's multi-block reductions read their
 own staging buffer; results/session9). A report without a kernel (a failed API call, the tool's own
-error) fails the run, as do failed tests and shards that ended without the tool's summary.
+error, the test process exiting with an error or crashing) fails the run, as do failed tests and
+shards that ended without the tool's summary.
     python tools/sanitize_summary.py TOOL SECONDS TIMES_LOG SHARD_LOG...
 """
 import collections
@@ -57,10 +58,8 @@ def main(tool, seconds, times_log, *shard_logs):
         cut += "SUMMARY" not in text
         for message, kernel, test in reports(path):
             kind = re.sub(r" of size \d+ bytes| \(error \d+\).*|\.$", "", message)[:70]
-            if kernel is None:
-                # The run's end when the test process itself failed: counted as failed tests or cut shards.
-                if not message.startswith(("Target application returned", "Error: process didn't terminate")):
-                    unowned[kind] += 1
+            if kernel is None:  # the tool's own failure, a failed API call, or pytest exiting with an error
+                unowned[kind] += 1
             elif kernel.split("::")[0] in OURS:
                 ours[f"{kernel}: {kind}"] += 1
                 ours_tests[test] += 1
