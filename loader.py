@@ -39,12 +39,14 @@ REPO = Path(__file__).resolve().parent
 # Bump when the way a build is made changes, so old cache entries are not reused.
 RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its size and mtime
 # The C++ standard is the one torch asks for. -fno-math-errno: sqrt need not set errno (nothing reads
-# it), which is what lets the compiler vectorize the CPU loops that take square roots. -fopenmp:
+# it), which is what lets the compiler vectorize the CPU loops that take square roots.
+# -fno-trapping-math: no floating-point operation traps (nothing here unmasks FP exceptions), so g++
+# may compute both sides of a select and vectorize the loops with them (jk::cos_pi_float). -fopenmp:
 # at::parallel_for is a header template whose OpenMP pragma compiles into our code, and without it
 # every CPU kernel ran on one thread (found in session 8). Only where torch itself uses OpenMP (its
 # Linux builds); compile-only, so the calls bind to the libgomp torch has loaded (one runtime in
 # the process, and no libgomp needed at link time); elsewhere torch's own pool needs nothing.
-CXX_FLAGS = ["-O3", "-fno-math-errno", *(["-fopenmp"] if torch._C.has_openmp else [])]
+CXX_FLAGS = ["-O3", "-fno-math-errno", "-fno-trapping-math", *(["-fopenmp"] if torch._C.has_openmp else [])]
 CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
 MANIFEST = "manifest.json"

@@ -61,6 +61,31 @@ def test_local_energy_and_score(device, dtype, D, model):
     assert_close_scaled(s, ref.autograd_score(ref.ENERGIES[model], x64, **params), dtype)
 
 
+def test_float_cos_and_sin_at_half_turns_and_far_out(device):
+    """cos(2πx) and sin(2πx) in float split 2x into the nearest integer n and a rest |r| <= ½ (on the
+    CPU by an int conversion, so the loops vectorize). Quarters put 2x on integers and halves (the
+    ties), and just below integers (a rest near 1 before the step to the nearer integer); far out, floats are halves (2^21), then integers (2^22 on), then beyond an int (2^31);
+    Inf and NaN give NaN. Ackley in one dimension shows them at O(1): far out its energy is
+    a + e − exp(cos 2πx) and its score −2π·exp(cos 2πx)·sin 2πx."""
+    far = [2.0 ** 21 + 0.25, -(2.0 ** 21) - 0.75, 2.0 ** 22 + 0.5, -(2.0 ** 22) - 1.5, 2.0 ** 23 + 1, 2.0 ** 24 + 2,
+           3.0e9, -5.0e9]
+    quarters = torch.arange(-64, 64) * 0.25 + torch.tensor([0.0, 1e-3, -5e-4]).repeat(43)[:128]
+    x = torch.cat([quarters[quarters != 0], torch.tensor(far)])  # at 0 the reference's score is NaN
+    x = x.view(-1, 1).to(device)
+    for name, want in (("energy", ref.ENERGIES["ackley"](x.double())),
+                       ("score", ref.autograd_score(ref.ENERGIES["ackley"], x.double()))):
+        got = getattr(ebm, f"ackley_{name}")(x)
+        # atol: float64's own 2π·x is off by ~4e-5 rad at 5e9
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4, msg=lambda m: f"ackley_{name}: {m}")
+    # 1e30 is an even integer in float: cos 1, sin 0 (float64's cos of 2π·1e30 is noise, so no reference)
+    huge = torch.tensor([[1.0e30]], device=device)
+    assert ebm.ackley_energy(huge).item() == pytest.approx(20.0, abs=1e-5)
+    assert ebm.ackley_score(huge).item() == 0.0
+    special = torch.tensor([[float("inf")], [-float("inf")], [float("nan")]], device=device)
+    for op in (ebm.rastrigin_energy, ebm.rastrigin_score, ebm.ackley_energy, ebm.ackley_score):
+        assert op(special).isnan().all(), op
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("D", [1, 3, 16, 37, 64, 100])
 def test_gaussian_energy_and_score(device, dtype, D):

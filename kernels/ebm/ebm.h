@@ -44,26 +44,34 @@ struct RowConst {
   A c0, c1;
 };
 
-// cos(πt) and sin(πt): on the GPU, float, jk::cos_pi_float / jk::sin_pi_float (fast_math.cuh:
-// exact argument reduction, polynomials on the FMA pipe; that is what decides whether Rastrigin's
-// and Ackley's energies are memory-bound); the 2π (or c) of a model is folded into t on the host.
-// Double: cospi/sinpi. CPU: std::cos/std::sin.
+// cos(πt) and sin(πt): in float, jk::cos_pi_float / jk::sin_pi_float (fast_math.cuh: exact
+// argument reduction and polynomials; on the GPU that is what decides whether Rastrigin's and
+// Ackley's energies are memory-bound, on the CPU it lets the loops vectorize); the 2π (or c) of a
+// model is folded into t on the host. Double: cospi/sinpi on the GPU, std::cos/std::sin on the CPU.
 template <typename A>
 C10_HOST_DEVICE inline A cos_pi(A t) {
+  if constexpr (std::is_same<A, float>::value) {
+    return jk::cos_pi_float(t);
+  } else {
 #ifdef __CUDA_ARCH__
-  if constexpr (std::is_same<A, float>::value) return jk::cos_pi_float(t); else return cospi(t);
+    return cospi(t);
 #else
-  return std::cos(A(kPi) * t);
+    return std::cos(A(kPi) * t);
 #endif
+  }
 }
 
 template <typename A>
 C10_HOST_DEVICE inline A sin_pi(A t) {
+  if constexpr (std::is_same<A, float>::value) {
+    return jk::sin_pi_float(t);
+  } else {
 #ifdef __CUDA_ARCH__
-  if constexpr (std::is_same<A, float>::value) return jk::sin_pi_float(t); else return sinpi(t);
+    return sinpi(t);
 #else
-  return std::sin(A(kPi) * t);
+    return std::sin(A(kPi) * t);
 #endif
+  }
 }
 
 // ½k·Σxᵢ²
