@@ -374,13 +374,10 @@ void langevin_update_cpu(const T* x, const T* g, T* out, T* traj, int64_t n, con
   constexpr int64_t kSegment = 1024;  // elements per pass, a multiple of 4
   at::parallel_for(0, (n + kSegment - 1) / kSegment, jk::kCpuGrain / kSegment, [&](int64_t s0, int64_t s1) {
     float drawn[kSegment];
+    if (!noise) std::fill(drawn, drawn + kSegment, 0.0f);  // stays zero for every segment
     for (int64_t seg = s0; seg < s1; ++seg) {
       const int64_t i0 = seg * kSegment, stop = std::min(n, i0 + kSegment);
-      if (noise) {
-        jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + i0 / 4, (stop - i0 + 3) / 4, drawn);
-      } else {
-        std::fill(drawn, drawn + (stop - i0), 0.0f);
-      }
+      if (noise) jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + i0 / 4, (stop - i0 + 3) / 4, drawn);
       for (int64_t i = i0; i < stop; ++i)
         out[i] = static_cast<T>(upd(static_cast<A>(x[i]), static_cast<A>(g[i]), static_cast<A>(drawn[i - i0])));
       if (traj != nullptr) std::copy(out + i0, out + stop, traj + i0);
