@@ -76,3 +76,39 @@ def test_runs_that_prove_nothing_fail(tmp_path, case):
     times = {"failed test": "  300.00 failed  tests/test_x.py::test_a[cuda] (setup 0.00 s)\n", "nothing ran": "",
              "all skipped": "    0.00 skipped tests/test_x.py::test_a[cuda] (setup 0.00 s)\n"}
     assert verdict(tmp_path, shards, **({"times": times[case]} if case in times else {})) == 1
+
+
+def test_pytests_closing_line_is_not_a_report(tmp_path):
+    """pytest centres its summary in '=' signs: with many deselected tests, 9 of them, as the tool's."""
+    closing = "========= 148 passed, 12 skipped, 1928 deselected in 225.52s (0:03:45) =========\n"
+    assert verdict(tmp_path, ["tests/test_x.py::test_a[cuda] PASSED\n" + closing + END.format(0)]) == 0
+    assert verdict(tmp_path, [OURS_REPORT + closing + END.format(1)]) == 1
+
+
+_coverage_path = _path.parent / "sanitize_coverage.py"
+_coverage_spec = importlib.util.spec_from_file_location("sanitize_coverage", _coverage_path)
+coverage = importlib.util.module_from_spec(_coverage_spec)
+_coverage_spec.loader.exec_module(coverage)
+
+
+def write_run(folder, tool, lines):
+    folder.mkdir(exist_ok=True)
+    (folder / f"sanitize_{tool}_times.log").write_text(
+        "".join(f"    1.00 {outcome:7} {test} (setup 0.00 s)\n" for outcome, test in lines))
+    return str(folder)
+
+
+def test_coverage_counts_passes_over_runs_and_drops_stale_ones(tmp_path, capsys):
+    old = write_run(tmp_path / "old", "memcheck", [("passed", "t.py::ebm_a"), ("passed", "t.py::fused_b"),
+                                                   ("failed", "t.py::fused_c")])
+    new = write_run(tmp_path / "new", "memcheck", [("passed", "t.py::fused_c")])
+    assert coverage.passed("memcheck", [old, new]) == {"t.py::ebm_a", "t.py::fused_b", "t.py::fused_c"}
+    # ebm's kernels changed after the old run: its pass of ebm_a no longer counts
+    assert coverage.passed("memcheck", [old + ":ebm", new]) == {"t.py::fused_b", "t.py::fused_c"}
+    assert coverage.passed("racecheck", [old, new]) == set()
+    assert coverage.main("report", old + ":ebm", new) == 1  # ebm_a missing under memcheck, all under the others
+    assert "missing: t.py::ebm_a" in capsys.readouterr().out
+    for tool in coverage.TOOLS:
+        write_run(tmp_path / "all", tool, [("passed", t) for t in ("t.py::ebm_a", "t.py::fused_b", "t.py::fused_c")])
+    assert coverage.main("report", old, new, str(tmp_path / "all")) == 0
+    assert "memcheck: 3 of 3 tests passed" in capsys.readouterr().out

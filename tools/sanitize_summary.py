@@ -34,7 +34,9 @@ def reports(path):
                 current[1] = kernel.group(1)
         elif line.startswith("========= ") and line[10:11] != " ":
             message = line[10:].strip()
-            if message.startswith(NOT_REPORTS) or not message:
+            # pytest's closing line ("========= 148 passed, 1928 deselected in 225.52s ======...") can
+            # begin like the tool's: the tool's lines never end in "=".
+            if message.startswith(NOT_REPORTS) or not message or message.endswith("="):
                 current = None
                 continue
             kernel = KERNEL.search(message)
