@@ -40,14 +40,14 @@ REPO = Path(__file__).resolve().parent
 RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its size and mtime
 
 
-def _host_vector_flags() -> list[str]:
+def _host_vector_flags(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
     """-mavx2 -mfma -mf16c where this CPU has them (x86 Linux: the flags line of /proc/cpuinfo). The C++
     half is built on the machine that loads it, and the flags are part of the cache key: a cache shared
     with a CPU without them gets its own build. The CPU loops then run 8 floats wide with fused
     multiply-adds (session 10, 2 cores: Rastrigin score 2.6x, Langevin step 1.7x, most ops 1.1-1.9x,
     none slower beyond noise); -march=native (AVX-512 there) made half the row reductions 2x slower."""
     try:
-        with open("/proc/cpuinfo") as cpuinfo:
+        with open(cpuinfo_path) as cpuinfo:
             for line in cpuinfo:
                 if line.startswith("flags"):
                     return ["-mavx2", "-mfma", "-mf16c"] if {"avx2", "fma", "f16c"} <= set(line.split()) else []

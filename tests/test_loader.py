@@ -69,6 +69,31 @@ def test_unknown_family_names_it():
         loader.load("nosuchfamily")
 
 
+@pytest.mark.parametrize("cpuinfo, wanted", [
+    ("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma f16c bmi2\n", ["-mavx2", "-mfma", "-mf16c"]),
+    ("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 f16c\n", []),  # no FMA: no flags at all
+    ("processor\t: 0\nFeatures\t: fp asimd\n", []),  # aarch64 has no flags line
+    (None, []),  # no /proc/cpuinfo
+])
+def test_host_vector_flags_follow_the_cpu(tmp_path, cpuinfo, wanted):
+    path = tmp_path / "cpuinfo"
+    if cpuinfo is not None:
+        path.write_text(cpuinfo)
+    assert loader._host_vector_flags(str(path)) == wanted
+
+
+def test_host_vector_flags_are_in_the_cache_key(monkeypatch):
+    """A cache shared with a CPU without AVX2 must not hand it a library built with it."""
+    vector = ["-mavx2", "-mfma", "-mf16c"]
+    assert loader._host_vector_flags() == [flag for flag in loader.CXX_FLAGS if flag in vector]
+    spec = loader._Spec("fused", loader.kernels_root(), cuda=False)
+    key = spec._key()
+    other_cpu = ([flag for flag in loader.CXX_FLAGS if flag not in vector] if "-mavx2" in loader.CXX_FLAGS
+                 else loader.CXX_FLAGS + vector)
+    monkeypatch.setattr(loader, "CXX_FLAGS", other_cpu)
+    assert spec._key() != key
+
+
 def test_warm_load_runs_no_compiler_and_prints_nothing(built):
     root, cache = built
     result = run_python("""
