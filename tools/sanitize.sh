@@ -24,9 +24,10 @@ export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 # uninitialized (with the exclusion it did, falsely). SANITIZE_ALL_KERNELS=1 checks everything.
 # Session 9 added cuBLAS's Hopper GEMMs (nvjet_*), its gemv and split-K kernels and cuSOLVER/MAGMA's
 # (linalg's eigh reference): the linalg tests were the slowest under memcheck. None of our 431 kernel
-# symbols (every family, sm_90a) contains any of these words. But racecheck keeps cuBLAS's Hopper GEMMs (nvjet_sm90_*) instrumented: skipping one makes it fail with
-# "The Sanitizer failed to handle a hardware exception" and the process with an illegal address, with
-# torch alone (a bf16 bmm; results/session10/diag). Their hazards count as another library's.
+# symbols (every family, sm_90a) contains any of these words. But racecheck keeps cuBLAS's Hopper
+# GEMMs (nvjet_sm90_*) instrumented: skipping one makes it fail with "The Sanitizer failed to handle a
+# hardware exception" and the process with an illegal address, with torch alone (a bf16 bmm;
+# results/session10/diag). Their hazards count as another library's.
 exclusions() {
   local tool=$1 word
   if [ "${SANITIZE_ALL_KERNELS:-0}" = 1 ] || [ "$tool" = initcheck ]; then return; fi
