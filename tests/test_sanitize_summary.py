@@ -112,3 +112,55 @@ def test_coverage_counts_passes_over_runs_and_drops_stale_ones(tmp_path, capsys)
         write_run(tmp_path / "all", tool, [("passed", t) for t in ("t.py::ebm_a", "t.py::fused_b", "t.py::fused_c")])
     assert coverage.main("report", old, new, str(tmp_path / "all")) == 0
     assert "memcheck: 3 of 3 tests passed" in capsys.readouterr().out
+
+
+FAKE_RES_USAGE = """ Function _Z6staticPf:
+  REG:16 STACK:0 SHARED:1024 LOCAL:0 CONSTANT[0]:368
+ Function _Z7dynamicPf:
+  REG:16 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:368
+ Function _Z4nonePf:
+  REG:16 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:368
+"""
+FAKE_SASS = """\t\tFunction : _Z7dynamicPf
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/               @P0 STS [R7], R0 ;
+\t\tFunction : _Z4nonePf
+        /*0000*/                   LDG.E R0, desc[UR4][R2.64] ;
+        /*0010*/              @!P1 STG.E desc[UR4][R2.64], R0 ;
+        /*0020*/                   LD.E R3, [R4] ;
+"""
+
+
+def test_shared_memory_audit_finds_static_and_dynamic_shared_memory(tmp_path):
+    """What the audit reads from cuobjdump (a fake one here): a static SHARED size, or, for dynamic
+    shared memory, a predicated shared-memory store in the SASS; global loads and stores are not."""
+    (tmp_path / "res_usage.txt").write_text(FAKE_RES_USAGE)
+    (tmp_path / "sass.txt").write_text(FAKE_SASS)
+    tool = tmp_path / "cuobjdump"
+    tool.write_text(f'#!/bin/sh\n[ "$1" = -res-usage ] && cat {tmp_path}/res_usage.txt || cat {tmp_path}/sass.txt\n')
+    tool.chmod(0o755)
+    found = coverage.shared_memory_kernels("lib.so", str(tool))
+    assert found == {"_Z6staticPf": "1024 bytes of static shared memory",
+                     "_Z7dynamicPf": "shared-memory instruction STS"}
+
+
+def built_cuda_library(family):
+    """The family's CUDA library if this machine has built it (CI compiles every CUDA half), and cuobjdump."""
+    import loader
+
+    tool = coverage.cuobjdump()
+    spec = loader._Spec(family, loader.kernels_root(), cuda=True)
+    if tool is None or not spec.cuda or not spec.cached_build_complete():
+        pytest.skip(f"needs cuobjdump and {family}'s CUDA half built (JITKERNELS_CUDA=1 python loader.py build {family})")
+    return spec.library, tool
+
+
+def test_linalg_kernels_use_no_shared_memory():
+    """racecheck checks shared memory only, and linalg's kernels have none: its one test that racecheck
+    could not finish (inverse root at n=4096, hours with cuBLAS's GEMMs instrumented) launches the same
+    kernels as the n=1024 test that passed under it. This test keeps that argument true; ebm's library,
+    which does use shared memory, shows the audit sees it."""
+    library, tool = built_cuda_library("linalg")
+    assert coverage.shared_memory_kernels(library, tool) == {}
+    ebm_library, _ = built_cuda_library("ebm")
+    assert any("hmc_chain_kernel" in kernel for kernel in coverage.shared_memory_kernels(ebm_library, tool))

@@ -9,10 +9,14 @@ its passes of the tests matching REGEX (re.search on the test id) no longer coun
                                                            (tools/sanitize.sh: SANITIZE_RESUME)
     python tools/sanitize_coverage.py report RUN...        per tool: passed / every test any run saw,
                                                            and the ones still missing
+    python tools/sanitize_coverage.py shared LIBRARY.so    the library's kernels that use shared memory
+                                                           (racecheck checks nothing else)
 Whether a run was clean is its own verdict (tools/sanitize_summary.py, in its sanitize.log): a test
 counts here only when it ran to the end and passed.
 """
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,7 +49,49 @@ def passed(tool, specs):
     return done
 
 
+# SASS opcodes that touch shared memory: loads, stores, atomics, matrix loads/stores, async and bulk
+# copies into it (a kernel without any and with no static shared memory cannot race there).
+SHARED_OPCODES = re.compile(r"^(LDS|STS|ATOMS|LDSM|STSM|LDGSTS|UBLKCP|UTMALDG|UTMASTG)(\.|$)")
+
+
+def cuobjdump():
+    """The CUDA toolkit's cuobjdump, or the one triton bundles; None when there is neither."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import triton
+    except ImportError:
+        return None
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return str(bundled) if bundled.exists() else None
+
+
+def shared_memory_kernels(library, tool=None):
+    """{kernel: why} for each kernel of a CUDA library that uses shared memory: a static size
+    (cuobjdump -res-usage) or a shared-memory instruction in its SASS (dynamic shared memory)."""
+    tool = tool or cuobjdump()
+    run = lambda flag: subprocess.run([tool, flag, str(library)], capture_output=True, text=True, check=True).stdout
+    found, kernel = {}, None
+    for line in run("-res-usage").splitlines():
+        if line.strip().startswith("Function "):
+            kernel = line.strip()[len("Function "):].rstrip(":")
+        elif kernel and (size := re.search(r"\bSHARED:(\d+)", line)) and int(size.group(1)) > 0:
+            found[kernel] = f"{size.group(1)} bytes of static shared memory"
+    for line in run("-sass").splitlines():
+        if line.strip().startswith("Function : "):
+            kernel = line.strip()[len("Function : "):]
+        elif kernel and (instruction := re.match(r"\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?(\S+)", line)):
+            if SHARED_OPCODES.match(instruction.group(1)):
+                found.setdefault(kernel, f"shared-memory instruction {instruction.group(1)}")
+    return found
+
+
 def main(command, *args):
+    if command == "shared":
+        for kernel, why in sorted(shared_memory_kernels(args[0]).items()):
+            print(f"{kernel}: {why}")
+        return 0
     if command == "passed":
         tool, *specs = args
         print("\n".join(sorted(passed(tool, specs))))

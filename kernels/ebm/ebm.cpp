@@ -228,17 +228,6 @@ struct GaussRows {
 
 inline int64_t row_grain(int64_t D) { return std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(D, 1)); }
 
-// −dE/dxᵢ of a separable model (no row sums, no neighbours) as an elementwise functor.
-template <typename M>
-struct SeparableScore {
-  M m;
-  template <typename T>
-  T operator()(T x) const {
-    using A = at::opmath_type<T>;
-    return static_cast<T>(-m.grad(A(0), static_cast<A>(x), A(0), false, false, RowConst<A>{A(0), A(0)}));
-  }
-};
-
 // Energy (out: (B,)) or score (out: (B, D)) of every row.
 template <typename T, typename Rows>
 void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool score) {

@@ -178,6 +178,19 @@ void with_local_model(Model kind, const double* p, F&& f) {
   }
 }
 
+// −dE/dxᵢ of a separable model (no row sums, no neighbours: Harmonic, DoubleWell, Rastrigin) as an
+// elementwise functor, for the shared elementwise loops of both halves (jk::cpu_elementwise,
+// jk::cuda_elementwise).
+template <typename M>
+struct SeparableScore {
+  M m;
+  template <typename T>
+  C10_HOST_DEVICE T operator()(T x) const {
+    using A = at::opmath_type<T>;
+    return static_cast<T>(-m.grad(A(0), static_cast<A>(x), A(0), false, false, RowConst<A>{A(0), A(0)}));
+  }
+};
+
 // x − η·grad + τ·ε (τ = noise_scale·√(2η)), then clamped to [lo, hi] when asked.
 // Written as x + a·g + τ·ε so the same update serves a gradient (a = −η) and a
 // score (a = +η).
