@@ -121,6 +121,22 @@ def test_inverse_root_fallback_recomputes_unconverged(device):
     assert rel_err(X, ref.matrix_inverse_root(A, 4, 0.0)) <= 1e-2
 
 
+def test_inverse_root_schedule_memo_keeps_each_max_cond_apart(device):
+    # The step schedule is remembered per (p, max_cond, dtype), at most 64 of them: after 70 other
+    # max_cond values (the memo cleared on the way) each result is the same as the first time, and a
+    # schedule built for cond 2 still leaves cond 1e5 unconverged (no other key's schedule is used).
+    A = random_spd(24, 1e5, dtype=torch.float64, device=device)
+    first = {c: linalg.matrix_inverse_root(A, 4, 0.0, max_cond=c, fallback="never", return_residual=True)
+             for c in (2.0, 1e12)}
+    for c in range(3, 73):
+        linalg.matrix_inverse_root(A, 4, 0.0, max_cond=float(c), fallback="never")
+    for c, (X, residual) in first.items():
+        X_again, residual_again = linalg.matrix_inverse_root(A, 4, 0.0, max_cond=c, fallback="never",
+                                                             return_residual=True)
+        assert torch.equal(X, X_again) and torch.equal(residual, residual_again)
+    assert first[2.0][1].item() > 1e-2 > 1e-8 > first[1e12][1].item()
+
+
 def test_inverse_root_bad_input(device):
     A = random_spd(4, 10, device=device)
     with pytest.raises((RuntimeError, ValueError), match="A must be square"):
