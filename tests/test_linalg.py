@@ -96,6 +96,25 @@ def test_inverse_root_identity_is_exact(device):
     torch.testing.assert_close(linalg.matrix_inverse_root(D, 2, 0.01), expected)
 
 
+def test_inverse_root_diagonal_members_of_a_batch(device):
+    # Only the matrices whose off-diagonal entries are all exactly 0 get the elementwise answer
+    # (residual 0); one off-diagonal 1e-30 next to a diagonal of ~10 is not diagonal (it runs the
+    # iteration: residual > 0); a NaN on the diagonal is reported, not turned into an answer.
+    exact = torch.diag(torch.tensor([4.0, 16.0, 0.0, 9.0], dtype=torch.float64))
+    full = random_spd(4, 1e2, dtype=torch.float64)
+    nearly = torch.diag(torch.tensor([10.0, 11.0, 12.0, 13.0], dtype=torch.float64))
+    nearly[0, 1] = nearly[1, 0] = 1e-30
+    A = torch.stack([exact, full, nearly]).to(device)
+    X, residual = linalg.matrix_inverse_root(A, 2, 0.01, fallback="never", return_residual=True)
+    torch.testing.assert_close(X[0], torch.diag(torch.tensor([4.01, 16.01, 0.01, 9.01], dtype=torch.float64,
+                                                             device=device) ** -0.5), rtol=1e-15, atol=0)
+    assert residual[0].item() == 0 and residual[1].item() > 0 and residual[2].item() > 0
+    torch.testing.assert_close(X[1:], ref.matrix_inverse_root(A[1:], 2, 0.01), rtol=1e-9, atol=1e-12)
+    bad = torch.diag(torch.tensor([1.0, float("nan")], device=device))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        linalg.matrix_inverse_root(bad, 2, 0.01)
+
+
 def test_inverse_root_singular_psd_uses_eps(device):
     B = torch.randn(32, 5, dtype=torch.float64)
     A = (B @ B.T).float().to(device)  # rank 5 of 32

@@ -4,7 +4,7 @@
 # tests, under memcheck, racecheck, initcheck and synccheck. Left out: CUDA-graph tests (below) and
 # torch.compile tests (inductor's own kernels, minutes of compiling under the tools). One log per tool
 # and shard under $OUT, one verdict per tool in $OUT/sanitize.log (tools/sanitize_summary.py).
-#   TOOLS="memcheck" SANITIZE_TESTS="tests/test_fused.py" to narrow; SANITIZE_TIMEOUT (s) per tool;
+#   TOOLS="memcheck" SANITIZE_TESTS="tests/test_fused.py" SANITIZE_K="relu_add" (a pytest -k expression) to narrow; SANITIZE_TIMEOUT (s) per tool;
 #   SANITIZE_TEST_TIMEOUT (s, pytest-timeout) per test, so one slow test shows as a failure with its
 #   name instead of eating the tool's time; SANITIZE_SHARDS processes per tool.
 set -u -o pipefail
@@ -68,7 +68,7 @@ run_shard() {
     JK_TEST_TIMES="$OUT/sanitize_${tool}_times.log" \
     timeout "${SANITIZE_TIMEOUT:-1800}" "$SANITIZER" --tool "$tool" --print-limit 1000000 --show-backtrace no \
     --error-exitcode 99 "${filter[@]}" python3 -m pytest -v -p no:cacheprovider -p no:xdist \
-    -k "cuda and not graph and not compile" --timeout="${SANITIZE_TEST_TIMEOUT:-300}" "${skip[@]}" $TESTS \
+    -k "cuda and not graph and not compile${SANITIZE_K:+ and ($SANITIZE_K)}" --timeout="${SANITIZE_TEST_TIMEOUT:-300}" "${skip[@]}" $TESTS \
     > "$OUT/sanitize_${tool}_$shard.log" 2>&1
 }
 start=$(date +%s)

@@ -9,11 +9,9 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/bmm.h>
-#include <ATen/ops/diag_embed.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/linalg_vector_norm.h>
-#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/accumulate.h>
 
@@ -144,6 +142,41 @@ void eye_axpy(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_v
 #endif
   AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "eye_axpy_cpu", [&] {
     eye_axpy_cpu<scalar_t>(out, in, a_vec, a_scale, d_vec, d_scale);
+  });
+}
+
+// For each matrix b of A (nb, n, n) whose off-diagonal entries are all 0 and whose diagonal is
+// finite (NaN or Inf keep the iteration's NaN, which fallback="auto" reports): X[b] =
+// diag((max(A_ii, 0) + eps)^(-1/p)), the exact answer, and residual[b] = 0. X is contiguous.
+void finish_diagonal(const at::Tensor& A, const at::Tensor& X, const at::Tensor& residual, int64_t p, double eps) {
+#ifdef JK_WITH_CUDA
+  if (A.is_cuda()) {
+    finish_diagonal_cuda(A, X, residual, p, eps);
+    return;
+  }
+#endif
+  const int64_t n = A.size(1);
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "finish_diagonal_cpu", [&] {
+    const scalar_t* a = A.const_data_ptr<scalar_t>();
+    scalar_t* x = X.mutable_data_ptr<scalar_t>();
+    scalar_t* r = residual.mutable_data_ptr<scalar_t>();
+    const auto exponent = static_cast<scalar_t>(-1.0 / static_cast<double>(p));
+    at::parallel_for(0, A.size(0), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const scalar_t* a_b = a + b * n * n;
+        bool diagonal = true;
+        for (int64_t e = 0; e < n * n && diagonal; ++e)
+          diagonal = e % (n + 1) == 0 ? std::isfinite(a_b[e]) : a_b[e] == scalar_t(0);
+        if (!diagonal) continue;
+        scalar_t* x_b = x + b * n * n;
+        for (int64_t e = 0; e < n * n; ++e) {
+          const scalar_t d = a_b[e];
+          x_b[e] = e % (n + 1) == 0 ? std::pow((d < scalar_t(0) ? scalar_t(0) : d) + static_cast<scalar_t>(eps), exponent)
+                                    : scalar_t(0);
+        }
+        r[b] = scalar_t(0);
+      }
+    });
   });
 }
 
@@ -284,12 +317,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
 
   // Diagonal input (n = 1, A = I, ...): the exact elementwise answer, as the reference
   // computes it (eigenvalues clamped at 0), and residual 0. Decided on the device: no sync.
-  const at::Tensor diag = A.diagonal(0, 1, 2);
-  const at::Tensor off_diag = A.abs().sum(at::IntArrayRef{1, 2}).sub(diag.abs().sum(at::IntArrayRef{1}));
-  const at::Tensor is_diag = off_diag.eq(0);
-  const at::Tensor X_diag = at::diag_embed(diag.clamp_min(0).add(eps).pow(-1.0 / static_cast<double>(p)));
-  X_out = at::where(is_diag.view({nb, 1, 1}), X_diag, X_out);
-  residual = residual.masked_fill(is_diag, 0);
+  finish_diagonal(A, X_out, residual, p, eps);
   return {X_out.view(A_in.sizes()), residual.view(batch)};
 }
 

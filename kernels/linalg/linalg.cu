@@ -18,6 +18,7 @@
 //   busy with those loads: 24.6 us against torch.compile's 22.8 on the H200). Otherwise the
 //   row kernel walks each output row, positions advanced with carries (no divisions in loops).
 #include <ATen/Dispatch.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -34,6 +35,7 @@ namespace linalg {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr unsigned kFullMask = 0xffffffffu;
 
 // out[b] = a[b] * in[b] + d[b] * I; grid.y walks the batch, grid.x the n*n entries.
 template <typename T>
@@ -295,6 +297,49 @@ void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// Diagonal input gets the exact elementwise answer (linalg.cpp, finish_diagonal). A warp per row
+// (rows of every matrix in turn). not_diagonal[b] is set when matrix b has an off-diagonal entry
+// that is not 0 or a diagonal entry that is not finite (NaN and Inf keep the iteration's NaN
+// answer, which fallback="auto" reports). A warp skips the rows of a matrix already marked: for
+// the usual, full input only the first rows of each matrix are read. The mark is read volatile and
+// may be seen late, which only costs that read; every writer writes the same 1.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) mark_not_diagonal_kernel(const T* __restrict__ A, int* not_diagonal,
+                                                                   int64_t rows, int64_t n) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
+    const int64_t b = row / n, i = row - b * n;
+    int marked = lane == 0 ? *static_cast<volatile int*>(not_diagonal + b) : 0;
+    if (__shfl_sync(kFullMask, marked, 0)) continue;
+    bool found = false;
+    const T* a_row = A + row * n;
+    for (int64_t j = lane; j < n; j += 32) {
+      const T a = a_row[j];
+      found |= j == i ? !isfinite(a) : a != T(0);
+    }
+    if (__any_sync(kFullMask, found) && lane == 0) not_diagonal[b] = 1;
+  }
+}
+
+// X[b] = diag((max(A_ii, 0) + eps)^exponent) and residual[b] = 0 for each unmarked matrix b.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) write_diagonal_answer_kernel(const T* __restrict__ A, T* __restrict__ X,
+                                                                       T* __restrict__ residual,
+                                                                       const int* __restrict__ not_diagonal,
+                                                                       int64_t rows, int64_t n, T eps, T exponent) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
+    const int64_t b = row / n, i = row - b * n;
+    if (not_diagonal[b]) continue;
+    const T a = A[row * n + i];
+    const T root = pow((a < T(0) ? T(0) : a) + eps, exponent);
+    for (int64_t j = lane; j < n; j += 32) X[row * n + j] = j == i ? root : T(0);
+    if (i == 0 && lane == 0) residual[b] = T(0);
+  }
+}
+
 }  // namespace
 
 void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
@@ -309,6 +354,27 @@ void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor
         out.mutable_data_ptr<scalar_t>(), in.defined() ? in.const_data_ptr<scalar_t>() : nullptr,
         a_vec.defined() ? a_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(a_scale),
         d_vec.defined() ? d_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(d_scale), nb, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+void finish_diagonal_cuda(const at::Tensor& A, const at::Tensor& X, const at::Tensor& residual, int64_t p,
+                          double eps) {
+  const c10::cuda::CUDAGuard guard(A.device());
+  const int64_t n = A.size(1), rows = A.size(0) * n;
+  const at::Tensor not_diagonal = at::zeros({A.size(0)}, A.options().dtype(at::kInt));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  // A warp per row, at most one full wave (8 blocks of 256 threads per SM).
+  const int64_t blocks = std::min<int64_t>((rows + kThreads / 32 - 1) / (kThreads / 32),
+                                           static_cast<int64_t>(jk::multiprocessor_count(A.get_device())) * 8);
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "finish_diagonal_cuda", [&] {
+    mark_not_diagonal_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        A.const_data_ptr<scalar_t>(), not_diagonal.mutable_data_ptr<int>(), rows, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    write_diagonal_answer_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        A.const_data_ptr<scalar_t>(), X.mutable_data_ptr<scalar_t>(), residual.mutable_data_ptr<scalar_t>(),
+        not_diagonal.const_data_ptr<int>(), rows, n, static_cast<scalar_t>(eps),
+        static_cast<scalar_t>(-1.0 / static_cast<double>(p)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
