@@ -1,6 +1,10 @@
 """Family `linalg` against its plain-PyTorch reference (and eigh), on every device present."""
 import copy
 import math
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -154,6 +158,31 @@ def test_inverse_root_schedule_memo_keeps_each_max_cond_apart(device):
                                                              return_residual=True)
         assert torch.equal(X, X_again) and torch.equal(residual, residual_again)
     assert first[2.0][1].item() > 1e-2 > 1e-8 > first[1e12][1].item()
+
+
+def test_inverse_root_sanitize_prefill_changes_nothing(device):
+    # JITKERNELS_SANITIZE_PREFILL=1 (set by tools/sanitize.sh for initcheck) puts every product into a
+    # zero-filled output first: the same bits come out, and the fills really happen (aten::zeros calls).
+    code = textwrap.dedent(f"""
+        import torch, loader
+        torch.manual_seed(0)
+        A = torch.randn(3, 40, 40, dtype=torch.float32)
+        A = (A @ A.mT / 40 + torch.eye(40)).to("{device}")
+        f = loader.linalg
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            X = f.matrix_inverse_root(A, 4, 1e-6, fallback="never")
+        zeros = sum(e.count for e in prof.key_averages() if e.key == "aten::zeros")
+        print(X.double().sum().item().hex(), X.double().abs().sum().item().hex(), zeros)
+        """)
+    runs = {}
+    for flag in ("0", "1"):
+        env = {**os.environ, "JITKERNELS_SANITIZE_PREFILL": flag}
+        out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(__file__)), env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs[flag] = out.stdout.split()
+    assert runs["0"][:2] == runs["1"][:2]
+    assert int(runs["1"][2]) >= int(runs["0"][2]) + 20  # p = 4: 28 products
 
 
 def test_inverse_root_bad_input(device):

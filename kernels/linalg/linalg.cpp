@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -203,17 +204,34 @@ class Factor {
 
   // a @ b, as one float32 (or float64) batch; through bfloat16 pieces when `pieces` (float32 on CUDA).
   friend at::Tensor product(Factor& a, Factor& b, bool pieces) {
+    at::Tensor out = prefill_products() ? a.zeroed_product() : at::Tensor();
 #ifdef JK_WITH_CUDA
     if (pieces) {
       a.split(true, a.s_ == b.s_);  // a square: both layouts from one read
       b.split(false, true);
-      return at::bmm(a.s_->left, b.s_->right, at::kFloat);
+      const at::Tensor &left = a.s_->left, &right = b.s_->right;
+      return out.defined() ? at::bmm_out(out, left, right, at::kFloat) : at::bmm(left, right, at::kFloat);
     }
 #endif
-    return at::bmm(a.value(), b.value());
+    return out.defined() ? at::bmm_out(out, a.value(), b.value()) : at::bmm(a.value(), b.value());
   }
 
  private:
+  // Under compute-sanitizer's initcheck only (JITKERNELS_SANITIZE_PREFILL=1, set by
+  // tools/sanitize.sh): products go into zero-filled outputs. initcheck cannot see cuBLAS's Hopper
+  // GEMMs write their output (bulk-copy stores), so it would call every later read of a product
+  // uninitialized; with the outputs filled first it checks everything else our kernels read.
+  static bool prefill_products() {
+    static const bool on = [] {
+      const char* value = std::getenv("JITKERNELS_SANITIZE_PREFILL");
+      return value != nullptr && std::string(value) == "1";
+    }();
+    return on;
+  }
+
+  // A zero-filled output for a product with this factor on the left: (nb, n, n), the source's dtype.
+  at::Tensor zeroed_product() const { return at::zeros({s_->source.size(0), s_->source.size(1), s_->source.size(1)}, s_->source.options()); }
+
   struct State {
     at::Tensor source, value, left, right;  // left, right: the bfloat16 pieces as bmm operands
     double scale, shift;
