@@ -163,6 +163,10 @@ def test_inverse_root_schedule_memo_keeps_each_max_cond_apart(device):
 def test_inverse_root_sanitize_prefill_changes_nothing(device):
     # JITKERNELS_SANITIZE_PREFILL=1 (set by tools/sanitize.sh for initcheck) puts every product into a
     # zero-filled output first: the same bits come out, and the fills really happen (aten::zeros calls).
+    # Under sanitize.sh's initcheck the unfilled half would draw the very reports the switch is for
+    # (session 12: 8704 reports, all from this test's unfilled process, none from the filled runs).
+    if os.environ.get("JITKERNELS_SANITIZE_PREFILL") == "1":
+        pytest.skip("runs the unfilled path on purpose; the normal suite checks it")
     code = textwrap.dedent(f"""
         import torch, loader
         torch.manual_seed(0)
