@@ -1,0 +1,1 @@
+SANITIZE_TESTS="tests/test_linalg.py" SANITIZE_K="converges" TOOLS=initcheck SANITIZE_SHARDS=4 SANITIZE_BALANCE= SANITIZE_TIMEOUT=230 SANITIZE_TEST_TIMEOUT=225 OUT="$OUT" timeout 240 bash tools/sanitize.sh
