@@ -72,6 +72,36 @@ def test_gradients_match_formula(device):
     torch.testing.assert_close(y.grad, g)
 
 
+def test_gradients_with_the_default_bias(device):
+    # The dispatcher drops trailing arguments equal to their defaults before the Autograd kernel:
+    # loader.register_autograd must fill them back in (setup and backward see every input).
+    x = torch.randn(30, dtype=torch.float64, device=device, requires_grad=True)
+    y = torch.randn(30, dtype=torch.float64, device=device, requires_grad=True)
+    out = fused.relu_add(x, y)
+    assert "relu_add" in out.grad_fn.name()
+    out.backward(torch.ones_like(out))
+    torch.testing.assert_close(x.grad, (x > 0).double())
+    torch.testing.assert_close(y.grad, torch.ones_like(y))
+
+
+def test_needs_input_grad_is_per_input(device):
+    x = torch.randn(30, dtype=torch.float64, device=device, requires_grad=True)
+    y = torch.randn(30, dtype=torch.float64, device=device)
+    (grad_x,) = torch.autograd.grad(fused.relu_add(x, y, 0.2).sum(), x)
+    torch.testing.assert_close(grad_x, (x > 0).double())
+
+
+def test_torch_compile_backward(device):
+    @torch.compile(fullgraph=True)
+    def f(a, b):
+        return fused.relu_add(a * 2, b).sum()
+
+    x, y = (t.requires_grad_() for t in _inputs((16, 8), torch.float32, device))
+    f(x, y).backward()
+    torch.testing.assert_close(x.grad, 2.0 * (x > 0).float())
+    torch.testing.assert_close(y.grad, torch.ones_like(y))
+
+
 def test_gradcheck(device):
     x = torch.randn(20, dtype=torch.float64, device=device, requires_grad=True)
     x = (x + 0.2 * torch.sign(x)).detach().requires_grad_()  # keep away from the kink at 0

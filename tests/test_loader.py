@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import loader
 
@@ -223,3 +224,37 @@ def test_cli_list_and_info(built):
     info = subprocess.run([sys.executable, str(REPO / "loader.py"), "info"], env=env, capture_output=True,
                           text=True, timeout=120)
     assert info.returncode == 0 and "torch" in info.stdout and str(cache) in info.stdout
+
+
+def test_register_autograd_fills_dropped_defaults_and_slices_needs_input_grad():
+    # The dispatcher hands the Autograd kernel only the arguments that differ from their defaults;
+    # setup_context must still see every input, and backward needs_input_grad for the op's inputs.
+    lib = torch.library.Library("jk_test_autograd", "DEF")
+    lib.define("scale(Tensor x, Tensor y, float s=2.0, float? shift=None) -> Tensor")
+    lib.impl("scale", lambda x, y, s=2.0, shift=None: x * s + y + (shift or 0.0), "CPU")
+    seen = {}
+
+    def setup(ctx, inputs, output):
+        seen["inputs"] = inputs
+        ctx.s = inputs[2]
+
+    def backward(ctx, grad):
+        seen["needs_input_grad"] = ctx.needs_input_grad
+        return grad * ctx.s, None, None, None
+
+    loader.register_autograd("jk_test_autograd::scale", backward, setup_context=setup)
+    x = torch.randn(4, requires_grad=True)
+    y = torch.randn(4)
+    torch.ops.jk_test_autograd.scale(x, y).sum().backward()
+    assert len(seen["inputs"]) == 4 and seen["inputs"][2:] == (2.0, None)
+    assert seen["needs_input_grad"] == (True, False, False, False)
+    torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+    with torch.no_grad():  # no grad wanted: the op runs below autograd without the Function
+        assert torch.ops.jk_test_autograd.scale(x, y, 3.0).grad_fn is None
+
+
+def test_register_autograd_refuses_keyword_only_arguments():
+    lib = torch.library.Library("jk_test_autograd_kwonly", "DEF")
+    lib.define("scale(Tensor x, *, float s=2.0) -> Tensor")
+    with pytest.raises(NotImplementedError, match="keyword-only"):
+        loader.register_autograd("jk_test_autograd_kwonly::scale", lambda ctx, g: g, setup_context=lambda **_: None)

@@ -12,10 +12,14 @@ tensors); timesteps living on the GPU are not read by the host, so rows with an 
 back as NaN (never zeros, never an out-of-bounds read). Shapes for fake tensors (torch.compile,
 opcheck) come from each op's Meta kernel in diffusion.cpp.
 """
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
+                             # signature at a fraction of its load time
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = ["ddpm_schedule", "ddpm_step", "ddim_step", "conv1d_gn_mish"]
@@ -143,4 +147,4 @@ def _conv_backward(ctx, grad):
             cast(grad_gb, gn_bias), None, None, None)
 
 
-torch.library.register_autograd(f"{NAMESPACE}::conv1d_gn_mish", _conv_backward, setup_context=_conv_setup)
+register_autograd(f"{NAMESPACE}::conv1d_gn_mish", _conv_backward, setup_context=_conv_setup)

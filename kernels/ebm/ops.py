@@ -11,12 +11,15 @@ a run on the same device, and CUDA graphs can capture the ops. No op syncs with 
 Shapes under fake tensors (torch.compile, opcheck) come from the ops' Meta registration in C++.
 """
 import math
+from collections.abc import Callable
 from numbers import Real
 
 import torch
 import torch.distributed as dist
 
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
+                             # signature at a fraction of its load time
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = [
@@ -158,8 +161,8 @@ def _make_local_backward(name):
 
 
 for _name in _LOCAL:
-    torch.library.register_autograd(f"{NAMESPACE}::{_name}_energy", _make_local_backward(_name),
-                                    setup_context=_local_setup)
+    register_autograd(f"{NAMESPACE}::{_name}_energy", _make_local_backward(_name),
+                      setup_context=_local_setup)
 
 
 def _gaussian_setup(ctx, inputs, output):
@@ -178,7 +181,7 @@ def _gaussian_backward(ctx, grad):
     return grad_x, grad_mean, grad_precision
 
 
-torch.library.register_autograd(f"{NAMESPACE}::gaussian_energy", _gaussian_backward, setup_context=_gaussian_setup)
+register_autograd(f"{NAMESPACE}::gaussian_energy", _gaussian_backward, setup_context=_gaussian_setup)
 
 
 # ---------------------------------------------------------------- Langevin step
@@ -232,8 +235,8 @@ def _langevin_step_backward(ctx, grad):
     return grad, -ctx.step_size * grad, None, None, None, None, None
 
 
-torch.library.register_autograd(f"{NAMESPACE}::langevin_step", _langevin_step_backward,
-                                setup_context=_langevin_step_setup)
+register_autograd(f"{NAMESPACE}::langevin_step", _langevin_step_backward,
+                  setup_context=_langevin_step_setup)
 
 
 # ---------------------------------------------------------------- chains

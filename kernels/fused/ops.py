@@ -4,9 +4,13 @@ dtypes: float32, float64, float16 and bfloat16 (half types accumulate in float32
 Inputs may have any strides; the output is contiguous. Shapes for fake tensors
 (torch.compile, opcheck) come from the op's Meta kernel in fused.cpp.
 """
+from collections.abc import Callable
+
 import torch
 
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
+                             # signature at a fraction of its load time
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = ["relu_add"]
@@ -30,4 +34,4 @@ def _relu_add_backward(ctx, grad):
     return grad.masked_fill(x <= 0, 0), grad, None
 
 
-torch.library.register_autograd(f"{NAMESPACE}::relu_add", _relu_add_backward, setup_context=_relu_add_setup)
+register_autograd(f"{NAMESPACE}::relu_add", _relu_add_backward, setup_context=_relu_add_setup)

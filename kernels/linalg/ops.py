@@ -7,11 +7,14 @@ Python helpers: per_sample_grads, memory_info, Shampoo.
 """
 import math
 import os
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
+                             # signature at a fraction of its load time
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = ["matrix_inverse_root", "kron", "per_sample_grad_linear", "per_sample_grads", "memory_info", "Shampoo"]
@@ -94,8 +97,8 @@ def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
     return V @ (F * (V.mT @ grad_X @ V)) @ V.mT, None, None, None
 
 
-torch.library.register_autograd(f"{NAMESPACE}::matrix_inverse_root", _matrix_inverse_root_backward,
-                                setup_context=_matrix_inverse_root_setup)
+register_autograd(f"{NAMESPACE}::matrix_inverse_root", _matrix_inverse_root_backward,
+                  setup_context=_matrix_inverse_root_setup)
 
 
 def kron(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
@@ -120,7 +123,7 @@ def _kron_backward(ctx, grad):
     return grad_A, grad_B
 
 
-torch.library.register_autograd(f"{NAMESPACE}::kron", _kron_backward, setup_context=_kron_setup)
+register_autograd(f"{NAMESPACE}::kron", _kron_backward, setup_context=_kron_setup)
 
 
 def per_sample_grad_linear(x: torch.Tensor, grad_out: torch.Tensor, with_bias: bool = True):
@@ -151,8 +154,8 @@ def _per_sample_grad_linear_backward(ctx, grad_w, grad_b):
     return grad_x, grad_g, None
 
 
-torch.library.register_autograd(f"{NAMESPACE}::per_sample_grad_linear", _per_sample_grad_linear_backward,
-                                setup_context=_per_sample_grad_linear_setup)
+register_autograd(f"{NAMESPACE}::per_sample_grad_linear", _per_sample_grad_linear_backward,
+                  setup_context=_per_sample_grad_linear_setup)
 
 
 # ---------------------------------------------------------------- per-sample gradients of a model
