@@ -385,6 +385,25 @@ def test_conv1d_gn_mish_matches_reference(device, shape):
             assert_close(ours, R.conv1d_gn_mish(*args, G), dtype, scale=10 if dtype == torch.float32 else 1)
 
 
+def test_conv1d_gn_mish_across_the_activation_range(device):
+    # An identity convolution and one group, so the pre-activations are gamma * z + beta with z the
+    # normalized input: they span about [-250, 250], through Mish's tails (CPU: one exponential,
+    # clamped at 20; overflow there would give NaN) and its bend near zero.
+    torch.manual_seed(0)
+    channels, length = 64, 256
+    x = torch.randn(1, channels, length).double()  # float32 values: ours and the float64 reference see the same
+    weight = torch.eye(channels, dtype=torch.float64)[:, :, None]
+    gamma = torch.where(torch.arange(channels) % 2 == 0, 40.0, 0.5).double()  # wide and narrow channels
+    beta = torch.linspace(-90.0, 90.0, channels).double()
+    expected = R.conv1d_gn_mish(x, weight, None, gamma, beta, 1).float()
+    args = [t.float().to(device) for t in (x, weight)] + [None] + [t.float().to(device) for t in (gamma, beta)]
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        ours = D.conv1d_gn_mish(*args, 1).cpu()
+    pre = (gamma[:, None] * torch.nn.functional.group_norm(x, 1)[0] + beta[:, None])
+    assert pre.min() < -150 and pre.max() > 150 and ((pre > -1) & (pre < 1)).any()
+    torch.testing.assert_close(ours, expected, atol=2e-6, rtol=2e-6)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_conv1d_gn_mish_half(device, dtype):
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):

@@ -50,10 +50,12 @@ inline uint16_t narrow_half(float f) {
 
 inline float to_float(c10::Half v) { return widen_half(v.x); }
 inline float to_float(c10::BFloat16 v) { return static_cast<float>(v); }
-template <typename T>
-inline T from_float(float v) {
+// An opmath value (float; double for double) stored as T: float16 by narrow_half (so the loop
+// vectorizes), the other types by a cast.
+template <typename T, typename A>
+inline T from_opmath(A v) {
   if constexpr (std::is_same_v<T, c10::Half>) {
-    return c10::Half(narrow_half(v), c10::Half::from_bits());
+    return c10::Half(narrow_half(static_cast<float>(v)), c10::Half::from_bits());
   } else {
     return static_cast<T>(v);
   }
@@ -74,7 +76,7 @@ void cpu_loop(T* out, int64_t n, Op op, const In*... in) {
         int k = 0;
         ((std::transform(in + c, in + c + m, wide[k++], [](In v) { return to_float(v); })), ...);
         for (int64_t j = 0; j < m; ++j) result[j] = apply_to_column(op, wide, j, std::index_sequence_for<In...>{});
-        std::transform(result, result + m, out + c, from_float<T>);
+        std::transform(result, result + m, out + c, from_opmath<T, float>);
       }
     } else {
       for (int64_t i = begin; i < end; ++i) out[i] = op(in[i]...);

@@ -1,42 +1,19 @@
 // Sine and cosine on the FMA pipe, for kernels where the MUFU unit (16 results per clock per SM, a
 // sixteenth of the FMA rate; MUFU.SIN/COS/LG2/SQRT all share it) is what limits. Shared by the ebm
 // energies (cos_pi/sin_pi of any argument) and sampling's Box-Muller (sincos of a quarter turn).
-// cos_pi_float / sin_pi_float serve the host too (vectorizable CPU loops).
+// cos_pi_float, sin_pi_float, sincos_quarter and exp_float serve the host too (vectorizable CPU loops).
 #pragma once
 #include <c10/macros/Macros.h>
 
 #include <cmath>
+#include <cstdint>
+
+#include "bits.h"
 
 namespace jk {
 
-// sin(x) and cos(x) for |x| <= π/4, within about 1 ulp of float (Cephes' sinf/cosf minimax
-// polynomials: 9 FMA-pipe instructions for both, where __sincosf takes 2 MUFU ops). The host
-// computes them with std::sin/std::cos.
-C10_HOST_DEVICE inline void sincos_quarter(float x, float* s, float* c) {
-#ifdef __CUDA_ARCH__
-  const float z = x * x;
-  float p = fmaf(z, -1.9515295891e-4f, 8.3321608736e-3f);
-  p = fmaf(z, p, -1.6666654611e-1f);
-  *s = fmaf(x * z, p, x);
-  float q = fmaf(z, 2.443315711809948e-5f, -1.388731625493765e-3f);
-  q = fmaf(z, q, 4.166664568298827e-2f);
-  q = fmaf(z, q, -0.5f);
-  *c = fmaf(z, q, 1.0f);
-#else
-  *s = std::sin(x);
-  *c = std::cos(x);
-#endif
-}
-
-// cos(πt) and sin(πt) of any float t. The argument reduction of a multiple of π is exact and
-// cheap: t = n + r with n an integer and |r| <= ½ (r is exact), cos(πt) = (−1)ⁿcos(πr),
-// sin(πt) = (−1)ⁿsin(πr). Float: the Taylor polynomials of cos(πr) and sin(πr)/r in r² through
-// (πr)¹³ (truncation < 1e-9 for |πr| <= π/2, a few 1e-7 in all after rounding), about 12
-// instructions where cospif/sinpif (which evaluate both polynomials and select) take about 22.
-// The host takes n by integer conversion instead of rintf, multiplies and adds instead of fmaf and
-// applies the sign by a multiply: without -msse4.1 / -mfma rintf and fmaf are library calls, and
-// with them (or with selects) g++ keeps the CPU loop scalar (Rastrigin's score: 38 ms with std::sin,
-// 6.6 ms vectorized, 4M floats on one thread). It also needs -fno-trapping-math (loader.py).
+// a·b + c: fmaf on the device; on the host a multiply and an add, since without -mfma fmaf is a
+// library call and keeps the CPU loops scalar.
 C10_HOST_DEVICE inline float mul_add(float a, float b, float c) {
 #ifdef __CUDA_ARCH__
   return fmaf(a, b, c);
@@ -44,6 +21,50 @@ C10_HOST_DEVICE inline float mul_add(float a, float b, float c) {
   return a * b + c;
 #endif
 }
+
+// sin(x) and cos(x) for |x| <= π/4, within about 1 ulp of float (Cephes' sinf/cosf minimax
+// polynomials: 9 FMA-pipe instructions for both, where __sincosf takes 2 MUFU ops). The host runs
+// the same polynomials, so its Box-Muller loops vectorize (std::sin and std::cos are scalar calls).
+C10_HOST_DEVICE inline void sincos_quarter(float x, float* s, float* c) {
+  const float z = x * x;
+  float p = mul_add(z, -1.9515295891e-4f, 8.3321608736e-3f);
+  p = mul_add(z, p, -1.6666654611e-1f);
+  *s = mul_add(x * z, p, x);
+  float q = mul_add(z, 2.443315711809948e-5f, -1.388731625493765e-3f);
+  q = mul_add(z, q, 4.166664568298827e-2f);
+  q = mul_add(z, q, -0.5f);
+  *c = mul_add(z, q, 1.0f);
+}
+
+// e^x within about 2 ulp of float for x in [-87, 88] (clamped there, where float would over- or
+// underflow; NaN stays NaN): x = n ln2 + r, |r| <= ln2/2 (n = rint(x / ln2), ln2 in two parts so r is
+// exact), Cephes' expf polynomial for e^r, and 2^n put into the exponent bits. Branch-free, so the
+// CPU loops that call it vectorize (std::exp is a scalar library call).
+C10_HOST_DEVICE inline float exp_float(float x) {
+  x = x > 88.0f ? 88.0f : x;
+  x = x < -87.0f ? -87.0f : x;
+  const float n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // rint for |x / ln2| < 2^22
+  const float r = mul_add(n, 2.12194440e-4f, mul_add(n, -0.693359375f, x));
+  float p = 1.9875691500e-4f;
+  p = mul_add(p, r, 1.3981999507e-3f);
+  p = mul_add(p, r, 8.3334519073e-3f);
+  p = mul_add(p, r, 4.1665795894e-2f);
+  p = mul_add(p, r, 1.6666665459e-1f);
+  p = mul_add(p, r, 5.0000001201e-1f);
+  const float e_r = mul_add(p, r * r, r + 1.0f);
+  const uint32_t scale = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 127]
+  return e_r * same_bits<float>(scale);
+}
+
+// cos(πt) and sin(πt) of any float t. The argument reduction of a multiple of π is exact and
+// cheap: t = n + r with n an integer and |r| <= ½ (r is exact), cos(πt) = (−1)ⁿcos(πr),
+// sin(πt) = (−1)ⁿsin(πr). Float: the Taylor polynomials of cos(πr) and sin(πr)/r in r² through
+// (πr)¹³ (truncation < 1e-9 for |πr| <= π/2, a few 1e-7 in all after rounding), about 12
+// instructions where cospif/sinpif (which evaluate both polynomials and select) take about 22.
+// The host takes n by integer conversion instead of rintf and applies the sign by a multiply:
+// without -msse4.1 rintf is a library call, and with it (or with selects) g++ keeps the CPU loop
+// scalar (Rastrigin's score: 38 ms with std::sin, 6.6 ms vectorized, 4M floats on one thread). It
+// also needs -fno-trapping-math (loader.py).
 
 // t = n + r with n an integer and |r| <= ½: returns r and sets *odd to n's parity (0 or 1).
 C10_HOST_DEVICE inline float reduce_half_turns(float t, int* odd) {

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "bits.h"
+#include "fast_math.cuh"
 
 namespace jk {
 
@@ -119,15 +120,13 @@ inline float log_positive(float u) {
 }
 
 // (cos 2πa, sin 2πa) for a in [0, 1]: 4a = n + r with n = rint(4a), |r| <= ½ (exact), the
-// quarter-turn polynomials at x = r·π/2, turned by n quarter turns (swap, then signs, as bits).
+// quarter-turn polynomials (jk::sincos_quarter) at x = r·π/2, turned by n quarter turns (swap, then
+// signs, as bits).
 inline void cos_sin_two_pi(float a, float* c, float* s) {
   const float t = 4.0f * a;
   const float n = (t + 12582912.0f) - 12582912.0f;  // rint(t) for |t| < 2^22 (round to nearest)
-  const float x = (t - n) * 1.5707963268f;
-  const float z = x * x;
-  const float sin_x = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * x + x;
-  const float cos_x = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
-                      0.5f * z + 1.0f;
+  float sin_x, cos_x;
+  sincos_quarter((t - n) * 1.5707963268f, &sin_x, &cos_x);
   const uint32_t quarter = static_cast<uint32_t>(static_cast<int32_t>(n));  // θ = x + quarter·π/2
   const uint32_t swap = 0u - (quarter & 1u);                                // all ones: cos θ = ∓sin x
   const uint32_t sin_bits = same_bits<uint32_t>(sin_x), cos_bits = same_bits<uint32_t>(cos_x);

@@ -315,6 +315,17 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
   return pad;
 }
 
+// Mish for the CPU's float loop: h·n/(n + 2) with n = e^h(e^h + 2), which is tanh(softplus(h)) with
+// one exponential (jk::exp_float: a polynomial, so the loop vectorizes). std::exp, std::log1p and
+// std::tanh were three scalar library calls an element: conv1d_gn_mish at B=1 ran at 0.4x eager.
+// e^h is taken at min(h, 20): beyond, n/(n + 2) is 1 in float. NaN stays NaN; -inf gives NaN, as torch's.
+inline float mish_cpu(float h) {
+  const float e = jk::exp_float(h < 20.0f ? h : 20.0f);
+  const float n = e * (e + 2.0f);
+  return h * (n / (n + 2.0f));
+}
+inline double mish_cpu(double h) { return mish(h); }
+
 // out = Mish(GroupNorm(y)) for y (B, C, L) contiguous in acc_t; one task per (batch, group).
 template <typename scalar_t>
 void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
@@ -328,6 +339,7 @@ void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& g
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
   at::parallel_for(0, batch * groups, std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(n, 1)),
                    [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> row(length);
     for (int64_t bg = begin; bg < end; ++bg) {
       const acc_t* v = src + bg * n;
       double sum = 0, sq = 0;  // two passes: no cancellation when the mean is large
@@ -339,10 +351,11 @@ void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& g
       for (int64_t c = 0; c < cg; ++c) {
         const int64_t ch = g * cg + c;
         const double scale = rstd * static_cast<double>(gamma[ch]), shift = static_cast<double>(beta[ch]);
-        for (int64_t l = 0; l < length; ++l) {
-          const acc_t h = static_cast<acc_t>((v[c * length + l] - mean) * scale + shift);
-          dst[bg * n + c * length + l] = static_cast<scalar_t>(mish(h));
-        }
+        const acc_t* vc = v + c * length;
+        // the affine in double (beta and the normalized value may nearly cancel), Mish in acc_t
+        for (int64_t l = 0; l < length; ++l) row[l] = mish_cpu(static_cast<acc_t>((vc[l] - mean) * scale + shift));
+        scalar_t* dc = dst + bg * n + c * length;
+        for (int64_t l = 0; l < length; ++l) dc[l] = jk::from_opmath<scalar_t>(row[l]);
       }
     }
   });

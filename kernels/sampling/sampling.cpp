@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cpu_loops.h"
 #include "jk.h"
 #include "philox.h"
 #include "sampling.h"
@@ -53,15 +54,22 @@ void check_std_nonnegative_cpu(const at::Tensor& std) {
 template <typename T, typename P>
 void normal_cpu_kernel(T* out, const P* mean, const P* std, int64_t total, int64_t d, jk::PhiloxSeed seed) {
   constexpr int kPer = normals_per_call<T>();
+  constexpr int64_t kChunkCalls = 256;  // drawn into z at once, then scaled row segment by row segment
   const int64_t calls = (total + kPer - 1) / kPer;
   at::parallel_for(0, calls, 4096, [&](int64_t c0, int64_t c1) {
-    int64_t col = (c0 * kPer) % d;
-    for (int64_t c = c0; c < c1; ++c) {
-      float z[kPer];
-      normals<kPer>(seed, static_cast<uint64_t>(c), z);
-      for (int j = 0; j < kPer && c * kPer + j < total; ++j) {
-        out[c * kPer + j] = static_cast<T>(mean_or_nan(mean[col], std[col]) + std[col] * static_cast<P>(z[j]));
-        if (++col == d) col = 0;
+    float z[kChunkCalls * kPer];
+    for (int64_t c = c0; c < c1; c += kChunkCalls) {
+      const int64_t chunk = std::min(kChunkCalls, c1 - c);
+      normals_batch_cpu<kPer>(seed, static_cast<uint64_t>(c), chunk, z);
+      const int64_t begin = c * kPer, end = std::min(total, (c + chunk) * kPer);
+      for (int64_t i = begin; i < end;) {
+        const int64_t col = i % d, run = std::min(end - i, d - col);
+        const float* zi = z + (i - begin);
+        for (int64_t k = 0; k < run; ++k) {
+          const P value = mean_or_nan(mean[col + k], std[col + k]) + std[col + k] * static_cast<P>(zi[k]);
+          out[i + k] = jk::from_opmath<T>(value);
+        }
+        i += run;
       }
     }
   });

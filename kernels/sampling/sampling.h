@@ -146,6 +146,43 @@ C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, floa
   normals_of<kPer>(jk::philox4x32_10(s.seed, s.offset / 4 + call, 0), z);
 }
 
+// The CPU's batch form of normals<kPer> for calls [first_call, first_call + calls): the same Philox
+// words and the same maths, with the logarithm, sine and cosine as branch-free float polynomials
+// (jk::log_positive, jk::cos_sin_two_pi, jk::sincos_quarter) in loops the compiler vectorizes. Per
+// call, std::log / std::sin / std::cos were scalar library calls: ~10 ns a normal on one thread,
+// against ~3 ns for eager torch.randn. Host only.
+template <int kPer>
+inline void normals_batch_cpu(const jk::PhiloxSeed& s, uint64_t first_call, int64_t calls, float* z) {
+  constexpr int64_t kBatch = 64;  // Philox calls whose words wait in a buffer (1 KB) for the maths
+  uint32_t words[4 * kBatch];
+  for (int64_t done = 0; done < calls; done += kBatch) {
+    const int64_t batch = calls - done < kBatch ? calls - done : kBatch;
+    for (int64_t i = 0; i < batch; ++i) {
+      const jk::Uint4 r = jk::philox4x32_10(s.seed, s.offset / 4 + first_call + static_cast<uint64_t>(done + i), 0);
+      words[4 * i] = r.x;
+      words[4 * i + 1] = r.y;
+      words[4 * i + 2] = r.z;
+      words[4 * i + 3] = r.w;
+    }
+    float* out = z + kPer * done;
+    if constexpr (kPer == 4) {
+      for (int64_t j = 0; j < 2 * batch; ++j) {  // pair j: radius from words[2j], angle from words[2j + 1]
+        const float radius = std::sqrt(-2.0f * jk::log_positive(uniform_hi23(words[2 * j])));
+        float c, sn;
+        jk::cos_sin_two_pi(uniform_hi23(words[2 * j + 1]), &c, &sn);
+        out[2 * j] = radius * c;
+        out[2 * j + 1] = radius * sn;
+      }
+    } else {
+      static_assert(kPer == 8, "4 or 8 normals per Philox call");
+      for (int64_t j = 0; j < 4 * batch; ++j) {  // word j is a pair, as in normals_of
+        const float radius = std::sqrt(-2.0f * jk::log_positive(uniform_hi16(words[j])));
+        circle_point<14, 15>(words[j], radius, &out[2 * j], &out[2 * j + 1]);
+      }
+    }
+  }
+}
+
 // mean + std * z is computed as m + std * z with m = NaN where std < 0 (on CUDA the op cannot raise
 // without a host sync, so that column comes out NaN).
 template <typename P>
