@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "info"]
+__all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "info", "register_autograd"]
 
 REPO = Path(__file__).resolve().parent
 # Bump when the way a build is made changes, so old cache entries are not reused.
@@ -538,9 +538,9 @@ _autograd_libraries: dict[str, "torch.library.Library"] = {}  # kept alive: a fr
 
 def register_autograd(qualname: str, backward, *, setup_context) -> None:
     """torch.library.register_autograd for our ops (positional arguments only), at a fraction of its
-    load time. torch's builds a dataclass per op (~0.45 ms on a fresh process's first call: a third of
-    a warm load of `fused`, 4 ms of ebm's); this registers the same Autograd kernel without it. As in
-    torch's: the forward re-dispatches below autograd with the keyset the dispatcher passed,
+    load time. torch's builds a dataclass per op (~0.45 ms on a fresh process's first call: a fifth of
+    a warm load of `fused`; ebm registers seven); this registers the same Autograd kernel without it.
+    As in torch's: the forward re-dispatches below autograd with the keyset the dispatcher passed,
     setup_context sees every input with its default filled in, and backward sees needs_input_grad for
     the op's inputs only. ops.py files get it from the loader, beside NAMESPACE."""
     namespace, name = qualname.split("::")
@@ -549,10 +549,13 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     if any(argument.kwarg_only for argument in arguments):
         raise NotImplementedError(f"{qualname} has keyword-only arguments: use torch.library.register_autograd")
 
+    def below_autograd(keyset, args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+
     def forward(ctx, *inputs):
         *args, keyset = inputs  # the keyset rides last, so backward returns None for it
-        with torch._C._AutoDispatchBelowAutograd():
-            output = op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+        output = below_autograd(keyset, args)
         setup_context(ctx=ctx, inputs=tuple(args), output=output)
         return output
 
@@ -573,8 +576,7 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
             args += tuple(argument.default_value for argument in arguments[len(args):])
         if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
             return function.apply(*args, keyset)
-        with torch._C._AutoDispatchBelowAutograd():
-            return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+        return below_autograd(keyset, args)
 
     library = _autograd_libraries.get(namespace)
     if library is None:
