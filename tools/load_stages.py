@@ -29,4 +29,5 @@ stamps.append(time.perf_counter())
 loader.Family(family_name, base)._bind(spec)
 stamps.append(time.perf_counter())
 ms = [1e3 * (b - a) for a, b in zip(stamps, stamps[1:])]
-print(f"{family_name}: import %.2f key %.2f manifest %.2f dlopen %.2f bind %.2f total %.2f ms" % (*ms, sum(ms)))
+note = " (PYTHONDONTWRITEBYTECODE is set: import compiles loader.py each time)" if sys.dont_write_bytecode else ""
+print(f"{family_name}: import %.2f key %.2f manifest %.2f dlopen %.2f bind %.2f total %.2f ms%s" % (*ms, sum(ms), note))
