@@ -9,6 +9,7 @@ The ops and inputs are the benchmark cases (benchmarks/cases_<family>.py) at sma
 """
 import argparse
 import importlib
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -31,16 +32,24 @@ def max_error(ours, ref) -> float | None:
     return None
 
 
-def time_ms(fn, device: str, repeats: int = 10) -> float:
+def time_ms(fn, device: str, repeats: int = 15) -> float:
+    """Milliseconds per call. CPU: the median of single calls, so one slow call (a page fault, a late
+    thread) does not set the figure (means swung 2-3x between runs on a 2-core machine). CUDA: the
+    mean over a loop between two syncs (a sync per call would time the sync)."""
     fn()
     if device == "cuda":
         torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    if device == "cuda":
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
         torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeats * 1e3
+        return (time.perf_counter() - start) / repeats * 1e3
+    calls = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        calls.append(time.perf_counter() - start)
+    return statistics.median(calls) * 1e3
 
 
 def main() -> int:
