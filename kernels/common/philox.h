@@ -135,20 +135,26 @@ inline void cos_sin_two_pi(float a, float* c, float* s) {
   *s = same_bits<float>(s0 ^ ((quarter & 2u) << 30));         // negative in quarters 2 and 3
 }
 
+// The CPU's batch draws fill a buffer of Philox words, then run their maths over it in a loop that
+// vectorizes. words[4i + k] = lane k of philox4x32_10(seed, first + i, subsequence), for i < count.
+constexpr int64_t kPhiloxBatchCpu = 64;  // calls whose words wait in the buffer (1 KB) for the maths
+inline void philox_words_cpu(uint64_t seed, uint64_t first, int64_t count, uint32_t* words, uint64_t subsequence = 0) {
+  for (int64_t i = 0; i < count; ++i) {
+    const Uint4 r = philox4x32_10(seed, first + static_cast<uint64_t>(i), subsequence);
+    words[4 * i] = r.x;
+    words[4 * i + 1] = r.y;
+    words[4 * i + 2] = r.z;
+    words[4 * i + 3] = r.w;
+  }
+}
+
 // z[4i + k] = lane k of normal4(seed, first + i, subsequence) (up to the polynomials' rounding),
 // for i < count.
 inline void normal4_batch_cpu(uint64_t seed, uint64_t first, int64_t count, float* z, uint64_t subsequence = 0) {
-  constexpr int64_t kBatch = 64;  // Philox blocks whose bits wait in a buffer (1 KB) for the math
-  uint32_t bits[4 * kBatch];
-  for (int64_t done = 0; done < count; done += kBatch) {
-    const int64_t blocks = count - done < kBatch ? count - done : kBatch;
-    for (int64_t i = 0; i < blocks; ++i) {
-      const Uint4 r = philox4x32_10(seed, first + static_cast<uint64_t>(done + i), subsequence);
-      bits[4 * i] = r.x;
-      bits[4 * i + 1] = r.y;
-      bits[4 * i + 2] = r.z;
-      bits[4 * i + 3] = r.w;
-    }
+  uint32_t bits[4 * kPhiloxBatchCpu];
+  for (int64_t done = 0; done < count; done += kPhiloxBatchCpu) {
+    const int64_t blocks = count - done < kPhiloxBatchCpu ? count - done : kPhiloxBatchCpu;
+    philox_words_cpu(seed, first + static_cast<uint64_t>(done), blocks, bits, subsequence);
     float* out = z + 4 * done;
     for (int64_t j = 0; j < 2 * blocks; ++j) {  // pair j: radius from bits[2j], angle from bits[2j + 1]
       const float radius = std::sqrt(-2.0f * log_positive(uniform_open0(bits[2 * j])));

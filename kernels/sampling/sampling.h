@@ -153,17 +153,11 @@ C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, floa
 // against ~3 ns for eager torch.randn. Host only.
 template <int kPer>
 inline void normals_batch_cpu(const jk::PhiloxSeed& s, uint64_t first_call, int64_t calls, float* z) {
-  constexpr int64_t kBatch = 64;  // Philox calls whose words wait in a buffer (1 KB) for the maths
+  constexpr int64_t kBatch = jk::kPhiloxBatchCpu;
   uint32_t words[4 * kBatch];
   for (int64_t done = 0; done < calls; done += kBatch) {
     const int64_t batch = calls - done < kBatch ? calls - done : kBatch;
-    for (int64_t i = 0; i < batch; ++i) {
-      const jk::Uint4 r = jk::philox4x32_10(s.seed, s.offset / 4 + first_call + static_cast<uint64_t>(done + i), 0);
-      words[4 * i] = r.x;
-      words[4 * i + 1] = r.y;
-      words[4 * i + 2] = r.z;
-      words[4 * i + 3] = r.w;
-    }
+    jk::philox_words_cpu(s.seed, s.offset / 4 + first_call + static_cast<uint64_t>(done), batch, words);
     float* out = z + kPer * done;
     if constexpr (kPer == 4) {
       for (int64_t j = 0; j < 2 * batch; ++j) {  // pair j: radius from words[2j], angle from words[2j + 1]
