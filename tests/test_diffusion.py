@@ -405,7 +405,14 @@ def test_conv1d_gn_mish_across_the_activation_range(device):
     pre = (gamma[:, None] * torch.nn.functional.group_norm(x, 1)[0] + beta[:, None])[2:]
     assert pre.min() < -150 and pre.max() > 150 and ((pre > -1) & (pre < 1)).any()
     assert expected[0, 0].isnan().all() and expected[0, 1].isposinf().all()
-    torch.testing.assert_close(ours, expected, atol=2e-6, rtol=2e-6, equal_nan=True)
+    assert ours[0, 0].isnan().all() and ours[0, 1].isposinf().all()
+    # float32 rounds gamma * z + beta at the scale of its terms (up to ~250), and near Mish's bend the
+    # two cancel: the error bound is a few float32 ulps of |gamma * z| + |beta|, not of the result
+    # (the H100 missed a flat 2e-6 by 0.5e-6 where 40 z ~ 67 met beta ~ -67; session 14).
+    terms = (gamma[:, None] * torch.nn.functional.group_norm(x, 1)[0]).abs() + beta[:, None].abs()
+    bound = 1e-6 + 4 * torch.finfo(torch.float32).eps * terms[2:]
+    error = (ours[0, 2:].double() - expected[0, 2:].double()).abs()
+    assert (error <= bound).all(), f"worst error {error.max():.3g} against bound {bound.flatten()[error.argmax()]:.3g}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
