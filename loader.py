@@ -68,6 +68,12 @@ def _host_vector_flags(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
 CXX_FLAGS = ["-O3", "-fno-math-errno", "-fno-trapping-math", *(["-fopenmp"] if torch._C.has_openmp else []),
              *_host_vector_flags()]
 CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
+# The GPU image's compiler (CXX=/opt/gcc/bin/g++) links libstdc++ statically, and every library then
+# exported its ~4000 symbols: each one a lookup through the whole process at dlopen (1.2 ms of a 4 ms
+# warm load of fused there, session 14), and exported they can bind half to the process's own
+# libstdc++ (likely the number-streaming crash in README's Known issues). --exclude-libs keeps a
+# static archive's symbols inside our library; with a shared libstdc++ (the CPU machine) it changes nothing.
+LINK_FLAGS = ["-Wl,--exclude-libs,ALL"] if sys.platform.startswith("linux") else []
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
 MANIFEST = "manifest.json"
 
@@ -203,7 +209,7 @@ class _Spec:
         config = {
             "recipe": RECIPE_VERSION,
             "family": self.name,
-            "cxx_flags": CXX_FLAGS, "cuda_flags": CUDA_FLAGS if self.cuda else None,
+            "cxx_flags": CXX_FLAGS, "cuda_flags": CUDA_FLAGS if self.cuda else None, "link_flags": LINK_FLAGS,
             "torch": torch.__version__, "torch_git": torch.version.git_version,
             "torch_cuda": torch.version.cuda, "cxx11_abi": torch._C._GLIBCXX_USE_CXX11_ABI,
             "cxx": _file_identity(_compiler()),
@@ -442,6 +448,7 @@ def _compile(spec: _Spec, build_dir: Path) -> None:
                 sources=[str(s) for s in spec.sources],
                 extra_cflags=CXX_FLAGS + defines,
                 extra_cuda_cflags=CUDA_FLAGS + defines,
+                extra_ldflags=list(LINK_FLAGS),
                 extra_include_paths=[str(spec.common)],
                 build_directory=str(build_dir),
                 verbose=_verbose(),

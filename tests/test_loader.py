@@ -3,6 +3,7 @@
 Scratch families are built in temporary kernel roots and caches (C++ half only, so
 these tests behave the same with or without a GPU)."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,9 +36,9 @@ def make_scratch_root(tmp_path: Path, value: float = 1.0, name: str = "scratch")
     return root
 
 
-def run_python(code: str, root: Path, cache: Path, timeout=600, **popen) -> subprocess.CompletedProcess:
+def run_python(code: str, root: Path, cache: Path, timeout=600, env_extra=None, **popen) -> subprocess.CompletedProcess:
     env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0",
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=str(REPO), **(env_extra or {}))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=timeout, **popen)
 
@@ -162,7 +163,6 @@ def test_killed_builder_does_not_block_the_next_load(tmp_path):
 
 
 def test_truncated_library_is_rebuilt(built, tmp_path):
-    import shutil
 
     root, cache = built
     copy = tmp_path / "cache"
@@ -258,3 +258,57 @@ def test_register_autograd_refuses_keyword_only_arguments():
     lib.define("scale(Tensor x, *, float s=2.0) -> Tensor")
     with pytest.raises(NotImplementedError, match="keyword-only"):
         loader.register_autograd("jk_test_autograd_kwonly::scale", lambda ctx, g: g, setup_context=lambda **_: None)
+
+
+STATIC_RUNTIME_CPP = textwrap.dedent("""\
+    #include <sstream>
+    #include "jk.h"
+
+    at::Tensor describe_rank(const at::Tensor& x) {
+      TORCH_CHECK(x.dim() < 4, "x has ", std::to_string(x.dim()), " dims, at most 3 allowed");
+      std::ostringstream text;  // pulls the stream classes out of the static libstdc++
+      text << "rank " << std::to_string(x.dim());
+      return x.new_full({1}, static_cast<double>(text.str().size()));
+    }
+
+    JK_LIBRARY(m) { m.def("describe_rank(Tensor x) -> Tensor"); }
+    JK_LIBRARY_IMPL(CPU, m) { m.impl("describe_rank", &describe_rank); }
+    """)
+
+
+def test_a_statically_linked_libstdcxx_stays_private(tmp_path):
+    """The GPU image's compiler links libstdc++ into every library. Its symbols must not be exported
+    (each is a lookup at dlopen, and exported they mix with the process's own libstdc++), and a check
+    failing inside must still reach Python as a RuntimeError with its message."""
+    nm, compiler = shutil.which("nm"), shutil.which(os.environ.get("CXX", "c++"))
+    if nm is None or compiler is None:
+        pytest.skip("needs nm and a C++ compiler")
+    probe = subprocess.run([compiler, "-print-file-name=libstdc++.a"], capture_output=True, text=True)
+    if not os.path.isabs(probe.stdout.strip()):
+        pytest.skip("this compiler has no static libstdc++")
+    wrapper = tmp_path / "cxx-static-libstdcxx"
+    wrapper.write_text(f'#!/bin/sh\nexec {compiler} "$@" -static-libstdc++\n')
+    wrapper.chmod(0o755)
+    root = tmp_path / "kernels"
+    (root / "scratch").mkdir(parents=True)
+    (root / "scratch" / "scratch.cpp").write_text(STATIC_RUNTIME_CPP)
+    result = run_python("""
+        import torch, loader
+        f = loader.load("scratch")
+        print("library", f.library)
+        print("value", f.describe_rank(torch.zeros(2, 2)).item())
+        try:
+            f.describe_rank(torch.zeros(1, 1, 1, 1))
+        except RuntimeError as error:
+            print("error", str(error).splitlines()[0])
+    """, root, tmp_path / "cache", env_extra={"CXX": str(wrapper)})
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["value"] == "6.0" and lines["error"] == "x has 4 dims, at most 3 allowed"
+    needed = subprocess.run(["readelf", "-d", lines["library"]], capture_output=True, text=True).stdout
+    assert "libstdc++" not in needed, "the wrapper did not link libstdc++ statically: the test proves nothing"
+    exported = subprocess.run([nm, "-D", "-C", "--defined-only", lines["library"]], capture_output=True,
+                              text=True, check=True).stdout
+    runtime_only = ("std::locale", "std::ios_base", "std::num_put", "std::moneypunct", "std::codecvt")
+    leaked = [line for line in exported.splitlines() if any(name in line for name in runtime_only)]
+    assert not leaked, f"{len(leaked)} symbols of the static libstdc++ exported, e.g. {leaked[:3]}"
