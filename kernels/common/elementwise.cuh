@@ -2,7 +2,7 @@
 // 16-byte vector accesses when every pointer is aligned, a scalar tail, 64-bit
 // indexing, grid-stride loop, the current stream, and a checked launch.
 #pragma once
-#include <ATen/core/Tensor.h>
+#include <ATen/core/TensorBase.h>  // not Tensor.h: its operator declarations cost nvcc ~1 s a file
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -85,7 +85,7 @@ int blocks_per_sm(Kernel kernel, int threads) {
 
 // out[i] = op(inputs[i]...) for contiguous CUDA tensors of one dtype T and equal numel.
 template <typename T, typename Op, typename... Tensors>
-void cuda_elementwise(const at::Tensor& out, Op op, const Tensors&... inputs) {
+void cuda_elementwise(const at::TensorBase& out, Op op, const Tensors&... inputs) {
   const int64_t n = out.numel();
   if (n == 0) return;
   c10::cuda::CUDAGuard guard(out.device());

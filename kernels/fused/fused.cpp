@@ -13,7 +13,8 @@
 namespace fused {
 
 #ifdef JK_WITH_CUDA
-void relu_add_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& y, double bias);  // fused.cu
+// fused.cu; TensorBase there keeps Tensor.h out of nvcc's compile
+void relu_add_cuda(const at::TensorBase& out, const at::TensorBase& x, const at::TensorBase& y, double bias);
 #endif
 
 at::Tensor relu_add(const at::Tensor& x, const at::Tensor& y, double bias) {

@@ -8,7 +8,7 @@
 
 namespace fused {
 
-void relu_add_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& y, double bias) {
+void relu_add_cuda(const at::TensorBase& out, const at::TensorBase& x, const at::TensorBase& y, double bias) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu_add_cuda", [&] {
     jk::cuda_elementwise<scalar_t>(out, ReluAdd{bias}, x, y);
   });
