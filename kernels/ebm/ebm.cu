@@ -24,6 +24,7 @@
 //   the chain reserves exactly n_steps·ceil(D/4)·4 draws per row (HMC: + 4 per step).
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/core/Tensor.h>  // the launchers take at::Tensor (elementwise.cuh brings only TensorBase)
 
 #include <algorithm>
 #include <cstdint>
