@@ -280,9 +280,9 @@ def test_a_statically_linked_libstdcxx_stays_private(tmp_path):
     """The GPU image's compiler links libstdc++ into every library. Its symbols must not be exported
     (each is a lookup at dlopen, and exported they mix with the process's own libstdc++), and a check
     failing inside must still reach Python as a RuntimeError with its message."""
-    nm, compiler = shutil.which("nm"), shutil.which(os.environ.get("CXX", "c++"))
-    if nm is None or compiler is None:
-        pytest.skip("needs nm and a C++ compiler")
+    nm, readelf, compiler = shutil.which("nm"), shutil.which("readelf"), shutil.which(os.environ.get("CXX", "c++"))
+    if nm is None or readelf is None or compiler is None:
+        pytest.skip("needs nm, readelf and a C++ compiler")
     probe = subprocess.run([compiler, "-print-file-name=libstdc++.a"], capture_output=True, text=True)
     if not os.path.isabs(probe.stdout.strip()):
         pytest.skip("this compiler has no static libstdc++")
@@ -305,7 +305,7 @@ def test_a_statically_linked_libstdcxx_stays_private(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     assert lines["value"] == "6.0" and lines["error"] == "x has 4 dims, at most 3 allowed"
-    needed = subprocess.run(["readelf", "-d", lines["library"]], capture_output=True, text=True).stdout
+    needed = subprocess.run([readelf, "-d", lines["library"]], capture_output=True, text=True).stdout
     assert "libstdc++" not in needed, "the wrapper did not link libstdc++ statically: the test proves nothing"
     exported = subprocess.run([nm, "-D", "-C", "--defined-only", lines["library"]], capture_output=True,
                               text=True, check=True).stdout

@@ -42,10 +42,12 @@ for step in $STEPS; do
     sanitize) OUT="$OUT" bash tools/sanitize.sh || status=1 ;;
     stress) JITKERNELS_STRESS_REAL=1 JITKERNELS_STRESS_TIMEOUT=420 $PY -m pytest -v -p no:cacheprovider -p no:xdist \
               tests/test_loader_stress.py -k real 2>&1 | tee "$OUT/pytest_stress.log" | tail -5 || status=1 ;;
-    diag)  # why number formatting crashed here: which libstdc++ the built libraries carry
-      { which c++ g++; c++ --version | head -1; c++ -print-file-name=libstdc++.so; c++ -print-file-name=libstdc++.a
+    diag)  # which libstdc++ the built libraries carry (the image's CXX links it statically) and export
+      { echo "CXX=${CXX:-c++}: $(${CXX:-c++} --version | head -1)"
         for so in $(find "$JITKERNELS_CACHE" -name "jk_*.so"); do
-          echo "$so: $(nm -C --defined-only "$so" | grep -c "std::ostream::_M_insert\|std::num_put") libstdc++ symbols defined inside"
+          echo "$so: $(nm -C --defined-only "$so" | grep -c "std::ostream::_M_insert\|std::num_put") libstdc++ symbols" \
+               "inside, $(nm -D -C --defined-only "$so" | grep -c "std::ostream::_M_insert\|std::num_put") exported;" \
+               "$(nm -D --defined-only "$so" | wc -l) dynamic symbols; needs: $(readelf -d "$so" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
         done; } 2>&1 | tee "$OUT/diag.log" ;;
     multi)
       gpus=$(nvidia-smi -L | wc -l)
