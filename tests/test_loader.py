@@ -108,6 +108,7 @@ def test_warm_load_runs_no_compiler_and_prints_nothing(built):
         f = loader.load("scratch")
         assert "torch.utils.cpp_extension" not in sys.modules, "warm load imported the build machinery"
         assert "filelock" not in sys.modules, "warm load took the build lock"
+        assert "loader_build" not in sys.modules, "warm load imported the build half of the loader"
         print("value", f.add_constant(torch.zeros(1)).item())
     """, root, cache)
     assert result.returncode == 0, result.stderr
