@@ -28,8 +28,7 @@ int blocks_per_sm(Kernel kernel, int threads) {
 // out[i] = op(inputs[i]...) for contiguous CUDA tensors of one dtype T and equal numel.
 template <typename T, typename Op, typename... Tensors>
 void cuda_elementwise(const at::TensorBase& out, Op op, const Tensors&... inputs) {
-  if (out.numel() == 0) return;
-  c10::cuda::CUDAGuard guard(out.device());
+  c10::cuda::CUDAGuard guard(out.device());  // launch_elementwise returns at once when there is nothing to do
   C10_CUDA_CHECK(launch_elementwise(c10::cuda::getCurrentCUDAStream(), out.mutable_data_ptr<T>(), out.numel(), op,
                                     inputs.template const_data_ptr<T>()...));
 }
