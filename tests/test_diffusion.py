@@ -477,6 +477,33 @@ def test_conv1d_gn_mish_fused_cuda(shape, dtype):
     assert torch.equal(static, D.conv1d_gn_mish(*args, *group_args))
 
 
+# Batch x length past the direct kernel: cuDNN convolves without the bias, then the GroupNorm + Mish
+# kernel adds the bias as it reads. Its variants by group size n = C_out / G * L: a warp per group with
+# 8, 16 or 32 values per lane (n <= 256, 512, 1024), a block per group above. (B, C_in, C_out, L, K, groups):
+CUDNN_SHAPES = [
+    (16, 8, 16, 16, 3, 8),       # n = 32: one value per lane
+    (12, 8, 24, 13, 3, 4),       # n = 78: not a multiple of the warp
+    (9, 4, 6, 1, 1, 3),          # length 1, n = 2
+    (16, 16, 64, 16, 5, 2),      # n = 512
+    (16, 32, 64, 16, 5, 1),      # n = 1024
+    (10, 16, 120, 9, 3, 1),      # n = 1080: a block per group
+    (256, 256, 512, 16, 5, 8),   # the benchmark's large batch (n = 1024)
+]
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", CUDNN_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_conv1d_gn_mish_cudnn_cuda(shape, dtype):
+    B, cin, cout, L, K, G = shape
+    for bias in (True, False):
+        args = _conv_inputs(B, cin, cout, L, K, dtype, "cuda", bias=bias)
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            ours = D.conv1d_gn_mish(*args, G)
+        expected = R.conv1d_gn_mish(*((a.double() if a is not None else None) for a in args), G)
+        assert_close(ours, expected.to(dtype), dtype, scale=10 if dtype == torch.float32 else 2)
+
+
 @needs_cuda
 @pytest.mark.parametrize("portable_only", [False, True])
 def test_conv1d_gn_mish_large_clusters_stay_on_after_an_odd_first_grid(portable_only):

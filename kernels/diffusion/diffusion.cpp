@@ -380,8 +380,13 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
     if (conv1d_gn_mish_direct_cuda(out, xc, wc, bc ? &*bc : nullptr, gamma, beta, num_groups, pad, eps)) return out;
     const at::ScalarType acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
     at::Tensor y = at::empty(out.sizes(), out.options().dtype(acc));
-    if (!conv1d_direct_cuda(y, xc, wc, bc ? &*bc : nullptr, pad)) y = at::conv1d(xc, wc, bc, 1, pad).contiguous();
-    gn_mish_cuda(out, y, gamma, beta, num_groups, eps);
+    const at::Tensor* bias_left = nullptr;  // a bias the convolution left to the GroupNorm kernel
+    if (!conv1d_direct_cuda(y, xc, wc, bc ? &*bc : nullptr, pad)) {
+      // cuDNN would add the bias in a pass of its own over y: the GroupNorm kernel adds it as it reads y
+      y = at::conv1d(xc, wc, std::nullopt, 1, pad).contiguous();
+      bias_left = bc ? &*bc : nullptr;
+    }
+    gn_mish_cuda(out, y, bias_left, gamma, beta, num_groups, eps);
     return out;
   }
 #endif

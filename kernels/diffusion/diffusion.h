@@ -172,9 +172,10 @@ bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tens
 bool conv1d_gn_mish_direct_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor* bias, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
                                 int64_t groups, int64_t pad, double eps);
-// out = Mish(GroupNorm(y)) for a convolution result y of out's shape, in out's dtype or its accumulation type.
-void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
-                  int64_t groups, double eps);
+// out = Mish(GroupNorm(y + bias)) for a convolution result y of out's shape, in out's dtype or its
+// accumulation type; bias (per channel, out's dtype) may be null.
+void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor* bias, const at::Tensor& gn_weight,
+                  const at::Tensor& gn_bias, int64_t groups, double eps);
 #endif
 
 }  // namespace diffusion
