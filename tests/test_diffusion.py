@@ -478,15 +478,17 @@ def test_conv1d_gn_mish_fused_cuda(shape, dtype):
 
 
 # Batch x length past the direct kernel: cuDNN convolves without the bias, then the GroupNorm + Mish
-# kernel adds the bias as it reads. Its variants by group size n = C_out / G * L: a warp per group with
-# 8, 16 or 32 values per lane (n <= 256, 512, 1024), a block per group above. (B, C_in, C_out, L, K, groups):
+# kernel adds the bias as it reads. Its variants by group size n = C_out / G * L: a block per group with
+# 1, 2, 4 or 8 values per thread in registers (n <= 128, 256, 512, 1024), read three times above that.
+# (B, C_in, C_out, L, K, groups):
 CUDNN_SHAPES = [
-    (16, 8, 16, 16, 3, 8),       # n = 32: one value per lane
+    (16, 8, 16, 16, 3, 8),       # n = 32: one warp
     (12, 8, 24, 13, 3, 4),       # n = 78: not a multiple of the warp
     (9, 4, 6, 1, 1, 3),          # length 1, n = 2
+    (12, 8, 24, 10, 3, 1),       # n = 240: two values per thread, the last ones past n
     (16, 16, 64, 16, 5, 2),      # n = 512
     (16, 32, 64, 16, 5, 1),      # n = 1024
-    (10, 16, 120, 9, 3, 1),      # n = 1080: a block per group
+    (10, 16, 120, 9, 3, 1),      # n = 1080: read three times
     (256, 256, 512, 16, 5, 8),   # the benchmark's large batch (n = 1024)
 ]
 
@@ -539,9 +541,9 @@ print("|".join(e.name for e in prof.events() if e.device_type == torch.autograd.
     kernels = done.stdout.strip().splitlines()[-1]
     assert "conv1d_direct_kernel" in kernels, kernels
     if portable_only:
-        assert "gn_mish_kernel" in kernels, f"clusters of 16 ran although turned off: {kernels}"
+        assert "diffusion::gn_mish" in kernels, f"clusters of 16 ran although turned off: {kernels}"
     else:
-        assert "gn_mish_kernel" not in kernels, f"GroupNorm ran as a second launch: {kernels}"
+        assert "diffusion::gn_mish" not in kernels, f"GroupNorm ran as a second launch: {kernels}"
 
 
 def test_conv1d_gn_mish_options(device):

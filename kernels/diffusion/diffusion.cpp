@@ -322,8 +322,7 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
 // normal range, n is 0, so the result is -0 and -inf gives NaN, as torch's; NaN stays NaN.
 inline float mish_cpu(float h) {
   const float e = jk::exp_float(h < 20.0f ? h : 20.0f);
-  const float n = h > -87.0f ? e * (e + 2.0f) : 0.0f;
-  return h * (n / (n + 2.0f));
+  return mish_given_exp(h, h > -87.0f ? e : 0.0f);  // exp_float is a polynomial: no underflow to 0 by itself
 }
 inline double mish_cpu(double h) { return mish(h); }
 

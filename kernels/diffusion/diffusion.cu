@@ -19,8 +19,8 @@
 //   shared memory finish. Blocks hold 1-8 output channels, chosen so the grid covers the SMs. With one
 //   tile per row, GroupNorm + Mish run in the same launch: a group's blocks (at most 16) form a
 //   thread-block cluster (sm_90) that combines per-block statistics through distributed shared memory.
-//   Otherwise a GroupNorm + Mish kernel follows (a warp per (batch, group) holding it in registers, or a
-//   block for groups over 1024 values). Large batch x length is compute-bound: cuDNN (tensor cores)
+//   Otherwise a GroupNorm + Mish kernel follows (a block per (batch, group), holding groups of up to 1024
+//   values in registers). Large batch x length is compute-bound: cuDNN (tensor cores)
 //   convolves there without the bias (diffusion.cpp), then the GroupNorm + Mish kernel adds it as it
 //   reads. (A one-launch version with one block per (batch, group) measured slower on an H200: only
 //   B * G blocks shared the weight streaming.)
@@ -322,6 +322,10 @@ void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const
 
 // ---------------------------------------------------------------- GroupNorm + Mish
 
+// Mish in the GPU kernels: float (and the half types) with one exponential (diffusion.h), double as torch.
+__device__ __forceinline__ float mish_one_exp(float h) { return mish_given_exp(h, ::expf(h < 20.0f ? h : 20.0f)); }
+__device__ __forceinline__ double mish_one_exp(double h) { return mish(h); }
+
 // dst = Mish(GroupNorm(src + bias)) for one group's n = channels * length contiguous values; bias (may
 // be null), gamma and beta point at the group's first channel. Two-pass statistics: no cancellation
 // when |mean| >> std. Call from every thread of the block.
@@ -349,68 +353,68 @@ __device__ void group_norm_mish(const in_t* src, out_t* __restrict__ dst, int64_
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t c = channel(i);
     const acc_t h = (value(i) - mean) * rstd * static_cast<acc_t>(gamma[c]) + static_cast<acc_t>(beta[c]);
-    dst[i] = static_cast<out_t>(mish(h));
+    dst[i] = static_cast<out_t>(mish_one_exp(h));
   }
 }
 
-// y (B, C, L) contiguous; one block per (batch, group), whose C/G * L values are contiguous. For groups
-// larger than gn_mish_warp_kernel takes.
+// y (B, C, L) contiguous; one block per (batch, group), whose C/G * L values are contiguous. Groups of
+// up to kGnThreads * kPerThread values stay in registers: y is read once and the statistics are two
+// block reductions. (A warp per group measured 23 µs for B = 256, 512 channels, L = 16 on an H100:
+// 2048 warps were too few to hide the latency; reading y three times from a block, 18 µs.)
+constexpr int kGnThreads = 128;
+template <typename scalar_t, typename in_t, int kPerThread>
+__global__ void __launch_bounds__(kGnThreads) gn_mish_kernel(
+    const in_t* __restrict__ y, const scalar_t* __restrict__ bias, const scalar_t* __restrict__ gamma,
+    const scalar_t* __restrict__ beta, scalar_t* __restrict__ out, int groups, int cg, int length, double eps) {
+  using acc_t = at::opmath_type<scalar_t>;
+  __shared__ acc_t scratch[32];
+  const int64_t bg = blockIdx.x;
+  const int n = cg * length, ch0 = static_cast<int>(bg % groups) * cg;
+  const in_t* src = y + bg * n;
+  acc_t v[kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {  // every load issued before any use
+    const int i = k * blockDim.x + threadIdx.x;
+    v[k] = i < n ? static_cast<acc_t>(src[i]) : acc_t(0);
+  }
+  acc_t sum = 0;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = k * blockDim.x + threadIdx.x;
+    if (bias && i < n) v[k] += static_cast<acc_t>(bias[ch0 + i / length]);
+    sum += v[k];  // zero past n
+  }
+  const acc_t mean = jk::block_sum(sum, scratch) / static_cast<acc_t>(n);
+  acc_t sq = 0;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const acc_t d = k * blockDim.x + threadIdx.x < n ? v[k] - mean : acc_t(0);
+    sq += d * d;
+  }
+  const acc_t var = jk::block_sum(sq, scratch) / static_cast<acc_t>(n);
+  const acc_t rstd = acc_t(1) / ::sqrt(var + static_cast<acc_t>(eps));
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = k * blockDim.x + threadIdx.x;
+    if (i < n) {
+      const int c = ch0 + i / length;
+      const acc_t h = (v[k] - mean) * rstd * static_cast<acc_t>(gamma[c]) + static_cast<acc_t>(beta[c]);
+      out[bg * n + i] = static_cast<scalar_t>(mish_one_exp(h));
+    }
+  }
+}
+
+// The same for groups too large for registers: each value is read three times (sum, squares, output).
 template <typename scalar_t, typename in_t>
-__global__ void gn_mish_kernel(const in_t* __restrict__ y, const scalar_t* __restrict__ bias,
-                               const scalar_t* __restrict__ gamma, const scalar_t* __restrict__ beta,
-                               scalar_t* __restrict__ out, int64_t groups, int64_t cg, int64_t length, double eps) {
+__global__ void gn_mish_streaming_kernel(const in_t* __restrict__ y, const scalar_t* __restrict__ bias,
+                                         const scalar_t* __restrict__ gamma, const scalar_t* __restrict__ beta,
+                                         scalar_t* __restrict__ out, int64_t groups, int64_t cg, int64_t length,
+                                         double eps) {
   using acc_t = at::opmath_type<scalar_t>;
   __shared__ acc_t scratch[32];
   const int64_t bg = blockIdx.x, n = cg * length, ch0 = (bg % groups) * cg;
   group_norm_mish<acc_t>(y + bg * n, out + bg * n, n, length, bias ? bias + ch0 : nullptr, gamma + ch0, beta + ch0,
                          eps, scratch);
-}
-
-// Groups of n <= 32 * kPerLane values (the U-Net's are 512-1024: 32-128 channels x 4-16 positions): a
-// warp per (batch, group) holds the group in registers, so y is read once and the statistics are two
-// warp reductions. (The block kernel above reads every value three times between two block barriers:
-// 18 µs for B = 256, 512 channels, L = 16 on an H100, three times the memory floor.)
-constexpr int kGnWarpThreads = 128;
-template <typename scalar_t, typename in_t, int kPerLane>
-__global__ void __launch_bounds__(kGnWarpThreads) gn_mish_warp_kernel(
-    const in_t* __restrict__ y, const scalar_t* __restrict__ bias, const scalar_t* __restrict__ gamma,
-    const scalar_t* __restrict__ beta, scalar_t* __restrict__ out, int64_t batch_groups, int groups, int cg,
-    int length, double eps) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const int64_t bg = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (bg >= batch_groups) return;  // the whole warp: bg is the same for its lanes
-  const int lane = threadIdx.x % 32, n = cg * length, ch0 = static_cast<int>(bg % groups) * cg;
-  const in_t* src = y + bg * n;
-  acc_t v[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {  // every load issued before any use (latency, not bandwidth, binds)
-    const int i = j * 32 + lane;
-    v[j] = i < n ? static_cast<acc_t>(src[i]) : acc_t(0);
-  }
-  acc_t sum = 0;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int i = j * 32 + lane;
-    if (i < n && bias) v[j] += static_cast<acc_t>(bias[ch0 + i / length]);
-    sum += v[j];  // zero past n
-  }
-  const acc_t mean = jk::warp_sum(sum) / static_cast<acc_t>(n);
-  acc_t sq = 0;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const acc_t d = j * 32 + lane < n ? v[j] - mean : acc_t(0);
-    sq += d * d;
-  }
-  const acc_t rstd = acc_t(1) / ::sqrt(jk::warp_sum(sq) / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int i = j * 32 + lane;
-    if (i < n) {
-      const int c = ch0 + i / length;
-      const acc_t h = (v[j] - mean) * rstd * static_cast<acc_t>(gamma[c]) + static_cast<acc_t>(beta[c]);
-      out[bg * n + i] = static_cast<scalar_t>(mish(h));
-    }
-  }
 }
 
 template <typename scalar_t, typename in_t>
@@ -422,23 +426,24 @@ void launch_gn_mish(const at::Tensor& out, const in_t* y, const at::Tensor* bias
   const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
   auto stream = c10::cuda::getCurrentCUDAStream();
-  const auto warps = [&](auto per_lane) {
-    constexpr int kPerLane = decltype(per_lane)::value;
-    const int64_t blocks = (batch_groups + kGnWarpThreads / 32 - 1) / (kGnWarpThreads / 32);
-    gn_mish_warp_kernel<scalar_t, in_t, kPerLane><<<blocks, kGnWarpThreads, 0, stream>>>(
-        y, bias_data, gamma, beta, dst, batch_groups, static_cast<int>(groups), static_cast<int>(cg),
-        static_cast<int>(length), eps);
+  const auto in_registers = [&](auto per_thread) {
+    constexpr int kPerThread = decltype(per_thread)::value;
+    const int threads = static_cast<int>(std::min<int64_t>(kGnThreads, (n + kPerThread - 1) / kPerThread + 31) / 32 * 32);
+    gn_mish_kernel<scalar_t, in_t, kPerThread><<<batch_groups, threads, 0, stream>>>(
+        y, bias_data, gamma, beta, dst, static_cast<int>(groups), static_cast<int>(cg), static_cast<int>(length), eps);
   };
-  if (n <= 32 * 8) {
-    warps(std::integral_constant<int, 8>{});
-  } else if (n <= 32 * 16) {
-    warps(std::integral_constant<int, 16>{});
-  } else if (n <= 32 * 32) {
-    warps(std::integral_constant<int, 32>{});
+  if (n <= kGnThreads) {
+    in_registers(std::integral_constant<int, 1>{});
+  } else if (n <= 2 * kGnThreads) {
+    in_registers(std::integral_constant<int, 2>{});
+  } else if (n <= 4 * kGnThreads) {
+    in_registers(std::integral_constant<int, 4>{});
+  } else if (n <= 8 * kGnThreads) {
+    in_registers(std::integral_constant<int, 8>{});
   } else {
     const int threads = static_cast<int>(std::min<int64_t>(512, (n + 31) / 32 * 32));
-    gn_mish_kernel<scalar_t><<<batch_groups, threads, 0, stream>>>(y, bias_data, gamma, beta, dst, groups, cg,
-                                                                   length, eps);
+    gn_mish_streaming_kernel<scalar_t><<<batch_groups, threads, 0, stream>>>(y, bias_data, gamma, beta, dst, groups,
+                                                                             cg, length, eps);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -643,7 +648,7 @@ __global__ void __launch_bounds__(kConvMaxWarps * 32, 2)
     const acc_t rstd = acc_t(1) / ::sqrt(var + static_cast<acc_t>(gn.eps));
     if (mine) {
       const acc_t h = (v - mean) * rstd * gamma_mine + beta_mine;
-      gn.out[(b * c_out + co_mine) * l_out + pos] = static_cast<scalar_t>(mish(h));
+      gn.out[(b * c_out + co_mine) * l_out + pos] = static_cast<scalar_t>(mish_one_exp(h));
     }
     cluster.sync();  // no block leaves while another may read its statistics
 #else

@@ -146,7 +146,15 @@ C10_HOST_DEVICE inline acc_t step_element(const StepCoefs<acc_t>& c, acc_t m, ac
   return c.p_x0 * x0 + c.p_x * x + c.p_m * m + c.p_z * z;
 }
 
-// Mish(h) = h * tanh(softplus(h)), as torch computes it.
+// Mish from e = exp(min(h, 20)), one exponential instead of exp, log1p and tanh: tanh(log1p(e^h)) =
+// n / (n + 2) with n = e^h (e^h + 2). Past h = 20 the ratio is 1 in float (and e^2h would overflow past
+// 44); h = -inf gives NaN, as torch's Mish does. The float paths of both devices use it.
+C10_HOST_DEVICE inline float mish_given_exp(float h, float e) {
+  const float n = e * (e + 2.0f);
+  return h * (n / (n + 2.0f));
+}
+
+// Mish(h) = h * tanh(softplus(h)), as torch computes it (double).
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t mish(acc_t h) {
 #ifdef __CUDA_ARCH__
