@@ -488,6 +488,8 @@ CUDNN_SHAPES = [
     (12, 8, 24, 10, 3, 1),       # n = 240: two values per thread, the last ones past n
     (16, 16, 64, 16, 5, 2),      # n = 512
     (16, 32, 64, 16, 5, 1),      # n = 1024
+    (10, 4, 8, 100, 3, 1),       # n = 800 over 8 channels of length 100 (the kernel's float channel index)
+    (4, 2, 4, 500, 3, 2),        # n = 1000, two channels of length 500
     (10, 16, 120, 9, 3, 1),      # n = 1080: read three times
     (256, 256, 512, 16, 5, 8),   # the benchmark's large batch (n = 1024)
 ]
