@@ -2,6 +2,7 @@
 
 Scratch families are built in temporary kernel roots and caches (C++ half only, so
 these tests behave the same with or without a GPU)."""
+import json
 import os
 import shutil
 import signal
@@ -175,6 +176,35 @@ def test_truncated_library_is_rebuilt(built, tmp_path):
     assert "value 1.0" in result.stdout
     assert "done in" in result.stderr  # it was rebuilt
     assert library.stat().st_size > 1000
+
+
+def test_a_copied_cache_is_hashed_once_then_trusted(built, tmp_path, monkeypatch):
+    # A cache restored by tar or copied without its mtimes: the library's stat no longer matches the
+    # manifest, so the warm path checks its sha256, then records the new stat for the next load.
+    root, cache = built
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    library = next(copy.glob("scratch/*/*.so"))
+    os.utime(library, ns=(1_000_000_000, 1_000_000_000))
+    monkeypatch.setenv("JITKERNELS_CACHE", str(copy))
+    monkeypatch.setenv("JITKERNELS_CUDA", "0")
+    spec = loader._Spec("scratch", root)
+    assert spec.library == library
+    manifest = json.loads((library.parent / "manifest.json").read_text())
+    assert manifest["library_stat"] != loader._stat_identity(library)
+    assert spec.cached_build_complete()  # hashed: intact
+    assert json.loads((library.parent / "manifest.json").read_text())["library_stat"] == loader._stat_identity(library)
+    assert not list(library.parent.glob("*.tmp"))
+
+    def no_hashing(path):
+        raise AssertionError(f"hashed {path} again")
+
+    monkeypatch.setattr(loader, "_sha256", no_hashing)
+    assert spec.cached_build_complete()  # the recorded stat matches: no hash
+    library.write_bytes(b"\0" * library.stat().st_size)  # damaged in place: the stat changes, the hash is checked
+    monkeypatch.undo()
+    monkeypatch.setenv("JITKERNELS_CACHE", str(copy))
+    assert not spec.cached_build_complete()
 
 
 def test_broken_family_raises_build_error_with_file_and_line(tmp_path):
