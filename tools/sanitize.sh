@@ -69,11 +69,17 @@ run_shard() {
   # read of a product is then initialized in the tool's eyes, and it checks the rest of what we read.
   local prefill=0
   [ "$tool" = initcheck ] && prefill=1
+  # racecheck dies ("failed to handle a hardware exception", taking the rest of its shard) on cuDNN's
+  # Hopper convolution for the large half-type case of test_conv1d_gn_mish_cudnn_cuda (session 15,
+  # results/session15/call10), as on cuBLAS's nvjet GEMMs when excluded: that case is left out under
+  # it; the same GroupNorm + Mish variant (n = 1024) is checked by the 16x32x64x16x5x1 case.
+  local tool_k=""
+  [ "$tool" = racecheck ] && tool_k=" and not 256x256x512x16x5x8"
   JITKERNELS_SANITIZE_PREFILL=$prefill JITKERNELS_PORTABLE_CLUSTERS=$portable JK_TEST_SHARD="$shard/$SHARDS" JK_TEST_BALANCE="$BALANCE" \
     JK_TEST_TIMES="$OUT/sanitize_${tool}_times.log" \
     timeout "${SANITIZE_TIMEOUT:-1800}" "$SANITIZER" --tool "$tool" --print-limit 1000000 --show-backtrace no \
     --error-exitcode 99 "${filter[@]}" python3 -m pytest -v -p no:cacheprovider -p no:xdist \
-    -k "cuda and not graph and not compile${SANITIZE_K:+ and ($SANITIZE_K)}" --timeout="${SANITIZE_TEST_TIMEOUT:-300}" "${skip[@]}" $TESTS \
+    -k "cuda and not graph and not compile$tool_k${SANITIZE_K:+ and ($SANITIZE_K)}" --timeout="${SANITIZE_TEST_TIMEOUT:-300}" "${skip[@]}" $TESTS \
     > "$OUT/sanitize_${tool}_$shard.log" 2>&1
 }
 start=$(date +%s)
