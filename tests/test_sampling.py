@@ -52,8 +52,8 @@ def test_normal_tails_look_gaussian(device):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_normal_pairs_are_uniform_on_the_circle(device, dtype):
-    # Box-Muller pairs (elements 2k, 2k+1): the angle is uniform (the quarter-turn polynomial, its
-    # swap and negate bits must tile the circle) and r^2 is Exp(1/2), whatever the output width
+    # Box-Muller pairs (elements 2k, 2k+1): the angle is uniform (16-bit outputs: its 16 bits must
+    # cover the whole turn), r^2 is Exp(1/2) and independent of the angle, whatever the output width
     z = fam.normal(torch.zeros(8, device=device), torch.ones(8, device=device), 100000, dtype=dtype)
     pairs = z.double().cpu().view(-1, 2)
     angle = torch.atan2(pairs[:, 1], pairs[:, 0])
@@ -66,6 +66,11 @@ def test_normal_pairs_are_uniform_on_the_circle(device, dtype):
         p = math.exp(-t / 2)
         frac = (r2 > t).double().mean().item()
         assert abs(frac - p) < 6 * math.sqrt(p * (1 - p) / r2.numel()) + 2e-3, (t, frac)
+    # radius and angle come from disjoint bits: r^2 has mean 2 (sd 2) in every eighth of the turn
+    octant = ((angle + math.pi) / (2 * math.pi) * 8).long().clamp(0, 7)
+    for k in range(8):
+        part = r2[octant == k]
+        assert abs(part.mean().item() - 2) < 5 * 2 / math.sqrt(part.numel()) + 0.01, (k, part.mean().item())
     if dtype != torch.float32:
         assert z.float().abs().max() <= 4.87  # 16-bit uniforms: |z| <= sqrt(2 ln 2^17) = 4.86
 

@@ -66,7 +66,8 @@ void normal_cpu_kernel(T* out, const P* mean, const P* std, int64_t total, int64
         const int64_t col = i % d, run = std::min(end - i, d - col);
         const float* zi = z + (i - begin);
         for (int64_t k = 0; k < run; ++k) {
-          const P value = mean_or_nan(mean[col + k], std[col + k]) + std[col + k] * static_cast<P>(zi[k]);
+          const P scaled_std = std[col + k] * static_cast<P>(normal_scale<kPer>());  // as the CUDA kernel
+          const P value = mean_or_nan(mean[col + k], std[col + k]) + scaled_std * static_cast<P>(zi[k]);
           out[i + k] = jk::from_opmath<T>(value);
         }
         i += run;

@@ -3,10 +3,10 @@
 //
 // - normal: the floor is writing n*d outputs once, and the arithmetic is what limits, so per output
 //   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs), of a
-//   Box-Muller pair (log2 and sqrt on the MUFU unit; sin and cos too for 32-bit outputs, by
-//   polynomials on the FMA pipe for 16-bit ones: see sampling.h), one FMA, a convert (one per two
-//   16-bit outputs) and a 16-byte store (streaming, evict-first stores measured
-//   slower for bfloat16 on the H200: 318 against 305 us). The grid is one wave of resident blocks and its stride a multiple of d's period, so a
+//   Box-Muller pair (log2, sqrt, sin and cos on the MUFU unit; 16-bit outputs take the fewest
+//   instructions: see sampling.h), one FMA, a convert (one per two 16-bit outputs) and a 16-byte
+//   store (streaming, evict-first stores measured slower for bfloat16 on the H200: 318 against
+//   305 us). The grid is one wave of resident blocks and its stride a multiple of d's period, so a
 //   thread's columns never change: its mean/std live in registers.
 //   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
 // - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Every step is
@@ -65,50 +65,62 @@ __global__ void __launch_bounds__(kNormalThreads)
   constexpr int kPer = normals_per_call<T>();
   const int64_t first_call = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (first_call >= stride) return;
-  const jk::PhiloxSeed seed = jk::unpack_philox(philox);
-  const PhiloxKeyed draws(seed);  // round keys once per thread, not once per call
-  P m[kPer], s[kPer];
+  const PhiloxKeyed draws(jk::unpack_philox(philox));  // round keys once per thread, not once per call
+  P m[kPer], s[kPer];  // s holds std * normal_scale: the draws come divided by it
   int64_t col = first_call * kPer % d;
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
-    s[j] = std[col];
-    m[j] = mean_or_nan(mean[col], s[j]);
+    m[j] = mean_or_nan(mean[col], std[col]);
+    s[j] = std[col] * static_cast<P>(normal_scale<kPer>());
     if (++col == d) col = 0;
   }
-  const int64_t calls = (total + kPer - 1) / kPer;
-  // Two calls per trip: the loop's bookkeeping (and, for 32-bit outputs, the Philox round keys the
-  // compiler recomputes each trip) serve both.
-#pragma unroll 2
-  for (int64_t c = first_call; c < calls; c += stride) {
+  // The kPer outputs of Philox counter `counter`, rounded to T (16-bit: two per F2FP).
+  auto outputs = [&](uint64_t counter) {
+    struct alignas(16) {
+      T v[kPer];
+    } o;
     float z[kPer];
-    normals_of<kPer>(draws(static_cast<uint64_t>(c)), z);
-    const int64_t i0 = c * kPer;
-    if constexpr (sizeof(T) == 2) {
-      alignas(16) uint32_t v[kPer / 2];  // 8 outputs: one 16-byte store
+    normals_of<kPer>(draws.at_counter(counter), z);
 #pragma unroll
-      for (int j = 0; j < kPer; j += 2) v[j / 2] = pack2<T>(m[j] + s[j] * z[j], m[j + 1] + s[j + 1] * z[j + 1]);
-      if (vector && i0 + kPer <= total) {
-        *reinterpret_cast<uint4*>(out + i0) = *reinterpret_cast<const uint4*>(v);
+    for (int j = 0; j < kPer; j += 2) {
+      if constexpr (sizeof(T) == 2) {
+        const uint32_t pair = pack2<T>(m[j] + s[j] * z[j], m[j + 1] + s[j + 1] * z[j + 1]);
+        memcpy(&o.v[j], &pair, sizeof(pair));
       } else {
-        const T* t = reinterpret_cast<const T*>(v);
-#pragma unroll
-        for (int j = 0; j < kPer; ++j)
-          if (i0 + j < total) out[i0 + j] = t[j];
-      }
-    } else {
-      alignas(16) T v[kPer];
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) v[j] = static_cast<T>(m[j] + s[j] * static_cast<P>(z[j]));
-      if (vector && i0 + kPer <= total) {
-        uint4* dst = reinterpret_cast<uint4*>(out + i0);
-#pragma unroll
-        for (int q = 0; q < static_cast<int>(sizeof(v) / 16); ++q) dst[q] = reinterpret_cast<const uint4*>(v)[q];
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPer; ++j)
-          if (i0 + j < total) out[i0 + j] = v[j];
+        o.v[j] = static_cast<T>(m[j] + s[j] * static_cast<P>(z[j]));
+        o.v[j + 1] = static_cast<T>(m[j + 1] + s[j + 1] * static_cast<P>(z[j + 1]));
       }
     }
+    return o;
+  };
+  // Calls whose outputs all lie in out (all but a partial last one) take 16-byte stores when out is
+  // aligned, in a loop that carries just the Philox counter and the store address (no per-call
+  // bounds checks); the rest (that partial call, or all calls of a misaligned out) go element by
+  // element.
+  const int64_t calls = (total + kPer - 1) / kPer, whole = vector ? total / kPer : 0;
+  int64_t c = first_call;
+  if (c < whole) {
+    constexpr int kWords = kPer * sizeof(T) / 16;  // 16-byte stores per call
+    const uint64_t last = draws.first_counter + static_cast<uint64_t>(whole - 1);
+    uint64_t counter = draws.first_counter + static_cast<uint64_t>(c);
+    uint4* dst = reinterpret_cast<uint4*>(out) + c * kWords;
+    // Two calls per trip: the constants ptxas reloads each trip and the branch serve both (SASS
+    // per bf16 call: ~106 instructions, 112 without).
+#pragma unroll 2
+    do {
+      const auto o = outputs(counter);
+#pragma unroll
+      for (int q = 0; q < kWords; ++q) dst[q] = reinterpret_cast<const uint4*>(o.v)[q];
+      counter += static_cast<uint64_t>(stride);
+      dst += stride * kWords;
+    } while (counter <= last);
+    c = static_cast<int64_t>(counter - draws.first_counter);
+  }
+  for (; c < calls; c += stride) {
+    const auto o = outputs(draws.first_counter + static_cast<uint64_t>(c));
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (c * kPer + j < total) out[c * kPer + j] = o.v[j];
   }
 }
 

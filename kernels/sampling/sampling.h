@@ -7,7 +7,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "fast_math.cuh"
 #include "philox.h"
 
 namespace sampling {
@@ -17,17 +16,25 @@ namespace sampling {
 // (32 bits per Box-Muller input) for float32/float64 outputs, 8 (16 bits per input, plenty for a
 // 16-bit result; |z| <= 4.86) for float16/bfloat16, so a 16-bit output costs half the Philox work.
 //
-// Box-Muller: z = r (cos θ, sin θ), r = sqrt(-2 ln u). On the GPU log2, sqrt, sin and cos are
-// MUFU ops (16 results per clock per SM). 16-bit outputs: half the bytes per normal, so the MUFU
-// unit is what limits: only log2 and sqrt use it and the point on the circle comes from
-// polynomials on the FMA pipe (jk::sincos_quarter): θ's bits give an angle x in the quarter
-// (-π/4, π/4), and two more bits swap the pair and negate the cosine; those four images of the
-// quarter tile the circle, so θ is uniform on a grid of 2^16 angles. 32-bit outputs: writing memory
-// is what limits, and the polynomial's extra instructions would cost more than the MUFU ops they
-// save, so sin and cos stay MUFU ops there. The CPU takes the same bits through std::.
+// Box-Muller: z = r (cos θ, sin θ), r = sqrt(-2 ln u). On the GPU log2, sqrt, sin and cos are one
+// MUFU op each (16 results per clock per SM, a warp instruction per 8 clocks per scheduler). 32-bit
+// outputs: writing memory is what limits. 16-bit outputs: the SASS instruction count is (307 us
+// at n=65536, d=5000 with ~180 instructions per Philox call of 8 normals; an earlier build with
+// MUFU sin/cos and ~177 took 301 us, so sin/cos polynomials on the FMA pipe, which saved 2 MUFU ops
+// per pair, did not pay for their ~13 more instructions). So a 16-bit pair takes the fewest
+// instructions (normal_pair16): θ's 16 bits under a fixed exponent, one FFMA to radians, MUFU sin
+// and cos; the radius without its constant factor sqrt(2 ln 2), which the callers fold into std
+// (normal_scale). That is ~106 instructions and 16 MUFU ops per call (128 MUFU clocks per warp).
+// The CPU takes the same bits through vectorizable polynomials (jk::log_positive, jk::cos_sin_two_pi).
 template <typename T>
 constexpr int normals_per_call() {
   return sizeof(T) == 2 ? 8 : 4;
+}
+
+// What the draws of normals_of<kPer> are to be multiplied by (folded into std by the caller).
+template <int kPer>
+constexpr float normal_scale() {
+  return kPer == 8 ? 1.1774100225154747f : 1.0f;  // sqrt(2 ln 2)
 }
 
 using jk::same_bits;
@@ -37,14 +44,13 @@ C10_HOST_DEVICE inline float uniform_hi23(uint32_t bits) {
   return 2.0f - same_bits<float>(0x3f800000u | (bits >> 9));
 }
 
-// A uniform in (0, 1) from the top 16 bits k: (k + ½) 2^-16, exactly. f = 1 + k 2^-23 from the
-// mantissa, then 128 f - (128 - 2^-17) (exact: both steps are representable).
+// A uniform in (0, 1) from the top 16 bits k: (k + ½) 2^-16, exactly. f = 2^7 + k 2^-16 from the
+// mantissa, then f - (2^7 - 2^-17) (exact: both are representable, and so is the difference).
 C10_HOST_DEVICE inline float uniform_hi16(uint32_t bits) {
-  const float f = same_bits<float>(0x3f800000u | (bits >> 16));
-  return 128.0f * f - (128.0f - 0.00000762939453125f);
+  return same_bits<float>(0x43000000u + (bits >> 16)) - (128.0f - 0.00000762939453125f);
 }
 
-// Box-Muller's radius sqrt(-2 ln u) for u in (0, 1].
+// Box-Muller's radius sqrt(-2 ln u) for u in (0, 1] (32-bit outputs).
 C10_HOST_DEVICE inline float box_muller_radius(float u) {
 #ifdef __CUDA_ARCH__
   // One MUFU op each (the compiler's sqrtf and log2f are longer sequences; u is never subnormal,
@@ -58,25 +64,6 @@ C10_HOST_DEVICE inline float box_muller_radius(float u) {
 #endif
 }
 
-// r times a uniform point on the circle, from `bits`: bits 1..kAngleBits pick the angle
-// x = j π/2^(kAngleBits+2), j odd in (-2^kAngleBits, 2^kAngleBits), so |x| < π/4; bit 0 swaps the
-// two outputs; bit `negate_bit` negates the cosine. (The odd j is built exactly as a float:
-// 2^23 + j + 2^kAngleBits from the mantissa, minus 2^23 + 2^kAngleBits.)
-template <int kAngleBits, int kNegateBit>
-C10_HOST_DEVICE inline void circle_point(uint32_t bits, float r, float* z0, float* z1) {
-  static_assert(kAngleBits >= 1 && kAngleBits <= 22 && kNegateBit > kAngleBits && kNegateBit < 32, "bit layout");
-  constexpr uint32_t kAngleMask = ((1u << kAngleBits) - 1u) << 1;
-  constexpr float kOffset = 8388608.0f + float(1u << kAngleBits);  // 2^23 + 2^kAngleBits
-  constexpr float kStep = 0.78539816339744831f / float(1u << kAngleBits);  // (π/4) / 2^kAngleBits
-  const float j = same_bits<float>(0x4b000001u | (bits & kAngleMask)) - kOffset;
-  float s, c;
-  jk::sincos_quarter(j * kStep, &s, &c);
-  c = same_bits<float>(same_bits<uint32_t>(c) ^ ((bits << (31 - kNegateBit)) & 0x80000000u));
-  const bool swap = bits & 1u;
-  *z0 = r * (swap ? s : c);
-  *z1 = r * (swap ? c : s);
-}
-
 // r times (cos 2πa, sin 2πa) (the 32-bit outputs' Box-Muller angle, a uniform).
 C10_HOST_DEVICE inline void circle_point_mufu(float a, float r, float* z0, float* z1) {
   constexpr float kTwoPi = 6.283185307179586f;
@@ -86,6 +73,30 @@ C10_HOST_DEVICE inline void circle_point_mufu(float a, float r, float* z0, float
 #else
   s = std::sin(kTwoPi * a);
   c = std::cos(kTwoPi * a);
+#endif
+  *z0 = r * c;
+  *z1 = r * s;
+}
+
+// The Box-Muller pair of one Philox word for 16-bit outputs, divided by normal_scale<8>():
+// sqrt(-log2 u) (cos θ, sin θ), u = (k + ½) 2^-16 from the top 16 bits k, θ = 2π j 2^-16 from the
+// low 16 bits j. (θ's grid has 2^16 points, as u's has; -log2 u <= 17, so |z| <= 4.86.)
+C10_HOST_DEVICE inline void normal_pair16(uint32_t bits, float* z0, float* z1) {
+  const float u = uniform_hi16(bits);
+  float r, s, c;
+#ifdef __CUDA_ARCH__
+  // f = 2^7 + j 2^-16: the bits of 0x43000000 | (bits & 0xffff) in one PRMT (not two LOP3s).
+  const float f = same_bits<float>(__byte_perm(bits, 0x43000000u, 0x7410));
+  // Four MUFU ops: lg2, sqrt (of the negation: an operand modifier, no instruction), sin and cos.
+  float log2_u;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(log2_u) : "f"(u));
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(-log2_u));
+  constexpr float kTwoPi = 6.283185307179586f;
+  __sincosf(fmaf(f, kTwoPi, -128.0f * kTwoPi), &s, &c);  // θ = (f - 2^7) 2π, rounded once
+#else
+  const float f = same_bits<float>(0x43000000u | (bits & 0xffffu));
+  r = std::sqrt(-1.4426950408889634f * jk::log_positive(u));  // log2 u = ln u / ln 2
+  jk::cos_sin_two_pi(f - 128.0f, &c, &s);                     // j 2^-16 turns, exactly
 #endif
   *z0 = r * c;
   *z1 = r * s;
@@ -113,9 +124,8 @@ struct PhiloxKeyed {
     }
   }
 
-  // The four draws of call `call` (counter first_counter + call).
-  C10_HOST_DEVICE jk::Uint4 operator()(uint64_t call) const {
-    const uint64_t counter = first_counter + call;
+  // The four draws of Philox counter `counter` (first_counter + the call's number).
+  C10_HOST_DEVICE jk::Uint4 at_counter(uint64_t counter) const {
     jk::Uint4 c{static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0u, 0u};
 #pragma unroll
     for (int round = 0; round < 10; ++round) c = jk::philox_round(c, k0[round], k1[round]);
@@ -123,9 +133,9 @@ struct PhiloxKeyed {
   }
 };
 
-// The kPer normals of one Philox call's draws r. 32-bit: pairs (x, y), (z, w): radius from x's top
-// 23 bits, angle from y's. 16-bit: each word is a pair: radius from its top 16 bits, angle from the
-// low 16 (14 bits, swap bit 0, negate bit 15).
+// The kPer normals of one Philox call's draws r, times 1 / normal_scale<kPer>(). 32-bit: pairs
+// (x, y), (z, w): radius from x's top 23 bits, angle from y's. 16-bit: each word is a pair
+// (normal_pair16).
 template <int kPer>
 C10_HOST_DEVICE inline void normals_of(const jk::Uint4& r, float* z) {
   if constexpr (kPer == 4) {
@@ -135,22 +145,15 @@ C10_HOST_DEVICE inline void normals_of(const jk::Uint4& r, float* z) {
     static_assert(kPer == 8, "4 or 8 normals per Philox call");
     const uint32_t w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
-    for (int q = 0; q < 4; ++q)
-      circle_point<14, 15>(w[q], box_muller_radius(uniform_hi16(w[q])), &z[2 * q], &z[2 * q + 1]);
+    for (int q = 0; q < 4; ++q) normal_pair16(w[q], &z[2 * q], &z[2 * q + 1]);
   }
 }
 
-// The kPer normals of Philox call `call` (counter offset / 4 + call of the op's reserved range).
-template <int kPer>
-C10_HOST_DEVICE inline void normals(const jk::PhiloxSeed& s, uint64_t call, float* z) {
-  normals_of<kPer>(jk::philox4x32_10(s.seed, s.offset / 4 + call, 0), z);
-}
-
-// The CPU's batch form of normals<kPer> for calls [first_call, first_call + calls): the same Philox
-// words and the same maths, with the logarithm, sine and cosine as branch-free float polynomials
-// (jk::log_positive, jk::cos_sin_two_pi, jk::sincos_quarter) in loops the compiler vectorizes. Per
-// call, std::log / std::sin / std::cos were scalar library calls: ~10 ns a normal on one thread,
-// against ~3 ns for eager torch.randn. Host only.
+// The CPU's batch form of normals_of<kPer> for calls [first_call, first_call + calls) of the op's
+// reserved range: the same Philox words and the same maths, with the logarithm, sine and cosine
+// as branch-free float polynomials (jk::log_positive, jk::cos_sin_two_pi) in loops the compiler
+// vectorizes. Per call, std::log / std::sin / std::cos were scalar library calls: ~10 ns a normal
+// on one thread, against ~3 ns for eager torch.randn. Host only.
 template <int kPer>
 inline void normals_batch_cpu(const jk::PhiloxSeed& s, uint64_t first_call, int64_t calls, float* z) {
   constexpr int64_t kBatch = jk::kPhiloxBatchCpu;
@@ -169,10 +172,7 @@ inline void normals_batch_cpu(const jk::PhiloxSeed& s, uint64_t first_call, int6
       }
     } else {
       static_assert(kPer == 8, "4 or 8 normals per Philox call");
-      for (int64_t j = 0; j < 4 * batch; ++j) {  // word j is a pair, as in normals_of
-        const float radius = std::sqrt(-2.0f * jk::log_positive(uniform_hi16(words[j])));
-        circle_point<14, 15>(words[j], radius, &out[2 * j], &out[2 * j + 1]);
-      }
+      for (int64_t j = 0; j < 4 * batch; ++j) normal_pair16(words[j], &out[2 * j], &out[2 * j + 1]);
     }
   }
 }
