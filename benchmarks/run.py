@@ -242,6 +242,7 @@ def main() -> int:
                   f"ours {_fmt(row.get('ours_us'), '9.1f')}  eager {_fmt(row.get('eager_us'), '9.1f')}  "
                   f"compile {_fmt(row.get('compile_us'), '9.1f')}  floor% {_fmt((row.get('of_floor') or 0) * 100, '4.0f')}"
                   f"  copy% {_fmt((row.get('of_copy') or 0) * 100, '4.0f')}"
+                  f"  clean-L2 floor% {_fmt((row.get('of_floor_clean') or 0) * 100, '4.0f')}"
                   f"  {row.get('note', '')}", flush=True)
         torch.cuda.empty_cache() if device == "cuda" else None
     if args.match:

@@ -1,6 +1,7 @@
 // Sine and cosine on the FMA pipe, for kernels where the MUFU unit (16 results per clock per SM, a
 // sixteenth of the FMA rate; MUFU.SIN/COS/LG2/SQRT all share it) is what limits. Shared by the ebm
-// energies (cos_pi/sin_pi of any argument) and sampling's Box-Muller (sincos of a quarter turn).
+// energies (cos_pi/sin_pi of any argument) and the CPU loops of sampling's Box-Muller (sincos of a
+// quarter turn; on the GPU the 16-bit path's sine and cosine are MUFU ops, sampling.h says why).
 // cos_pi_float, sin_pi_float, sincos_quarter and exp_float serve the host too (vectorizable CPU loops).
 #pragma once
 #include <c10/macros/Macros.h>

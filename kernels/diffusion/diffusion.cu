@@ -4,13 +4,13 @@
 // Design, against the memory / launch floors:
 // - ddpm_step / ddim_step are memory-bound: read model_output and sample once, write the result once;
 //   noise (when not given) is drawn in registers by Philox (one call per 4 outputs), so it costs no
-//   traffic. One wave of resident blocks, each owning an equal contiguous chunk of items (16-byte
-//   vectors, streaming loads); a thread issues the loads of 4 items before any math. What limits is
-//   loads in flight, so registers are budgeted: the noise mode (none / given / drawn) is a template
-//   parameter (no registers for loads a call never makes), and the coefficients of the block's rows
-//   (double math on the float64 schedule, timesteps read on the device) are computed once per block
-//   into shared memory while the first batch is prefetched into L2; float32 then fits 64 registers,
-//   4 blocks per SM. No host sync: a CUDA graph replays every step as captured.
+//   traffic. The kernel has the shape of the shared elementwise launcher (small blocks, a thread's loads
+//   issued before its math, one tile per block up to 256 blocks per SM), which runs two-input ops at a
+//   same-size copy's speed. The rows' coefficients (double math on the float64 schedule, timesteps read
+//   on the device) come from a small kernel before it, which the step kernel follows as a programmatic
+//   dependent launch: its data loads fly before it waits for the table. The noise mode (none / given /
+//   drawn) is a template parameter, so a kernel holds registers only for the loads it makes. No host
+//   sync: a CUDA graph replays every step as captured.
 // - conv1d_gn_mish at small batch x length (diffusion policy at batch 1) is bound by launches and by
 //   latency: each weight is used for only a few output positions. A direct kernel (kernel sizes up to 7)
 //   spreads the C_in reduction of each output channel over 1-8 warps whose lanes own input channels:
@@ -26,6 +26,7 @@
 //   B * G blocks shared the weight streaming.)
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -36,6 +37,7 @@
 #include <type_traits>
 
 #include "diffusion.h"
+#include "dependent_launch.cuh"
 #include "elementwise.cuh"
 #include "philox_cuda.cuh"
 #include "reduce.cuh"
@@ -44,21 +46,12 @@ namespace diffusion {
 
 // ---------------------------------------------------------------- scheduler steps
 
-constexpr int kStepThreads = 256;
+constexpr int kStepThreads = 128;
+constexpr int kStepUnroll = 2;  // 16-byte items per thread and tile (vector path)
 
 // Where the noise term comes from: none (its coefficient is 0), a given tensor, or Philox in registers.
 // A template parameter, so a kernel holds registers only for the loads it makes.
 enum class Noise { kNone, kGiven, kDraw };
-
-// 16 bytes, read once: a streaming load (evict first), so the stream does not push other data out of L2.
-template <typename V>
-__device__ __forceinline__ V load_streaming(const V* p) {
-  static_assert(sizeof(V) == 16 && alignof(V) == 16, "16-byte vectors only");
-  const int4 bits = __ldcs(reinterpret_cast<const int4*>(p));
-  V v;
-  *reinterpret_cast<int4*>(&v) = bits;
-  return v;
-}
 
 // Asks for the 32-byte sector holding p to be brought into L2 (no register waits for it).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
@@ -76,7 +69,7 @@ struct Item {
       using V = jk::Vec<scalar_t, kVec>;
 #pragma unroll
       for (int j = 0; j < kItem / kVec; ++j) {
-        const V vec = load_streaming(reinterpret_cast<const V*>(p) + item * (kItem / kVec) + j);
+        const V vec = reinterpret_cast<const V*>(p)[item * (kItem / kVec) + j];
 #pragma unroll
         for (int e = 0; e < kVec; ++e) v[j * kVec + e] = vec.val[e];
       }
@@ -110,28 +103,7 @@ struct Item {
   }
 };
 
-// The coefficients of the row of element i, for a thread whose elements only increase: the block's rows
-// come from a shared-memory table filled once per block (the double math and the timestep / schedule
-// reads stay out of the loop), and a division runs only when the thread leaves its current row.
-template <typename acc_t>
-struct RowLookup {
-  const StepCoefs<acc_t>* table;  // table[r]: row first_row + r; table[0] only, without per-row timesteps
-  int64_t rows_begin;             // first element of first_row
-  int64_t inner;                  // elements per row
-  int64_t row_end = -1;           // end of the current row (INT64_MAX: one row for every element)
-  StepCoefs<acc_t> c{};
-
-  __device__ __forceinline__ const StepCoefs<acc_t>& at(int64_t i, bool per_row) {
-    if (i >= row_end) {
-      const int64_t r = per_row ? (i - rows_begin) / inner : 0;
-      row_end = per_row ? rows_begin + (r + 1) * inner : INT64_MAX;
-      c = table[r];
-    }
-    return c;
-  }
-};
-
-// Either scheduler's coefficients, so one kernel serves both (only the per-block prologue differs;
+// Either scheduler's coefficients, so one kernel serves both (only the coefficient math differs;
 // half the kernels, half the compile time).
 struct StepCoefFn {
   DdpmCoefFn ddpm;
@@ -145,66 +117,58 @@ struct StepCoefFn {
   }
 };
 
-// Resident blocks per SM asked of the compiler (more blocks, more loads in flight). float32 needs up to
-// 80 registers (3 blocks): at 64 (4 blocks) the vector paths spilled, which Nsight Compute showed as
-// local-memory traffic; other types: no bound.
-template <typename scalar_t, Noise kNoise>
-constexpr int step_min_blocks() {
-  return sizeof(scalar_t) != 4 ? 1 : 3;
+// table[r] = the coefficients of row r (r < rows; one row without per-row timesteps): the timestep
+// reads and the double math, once per row, in a kernel of its own that the step kernel follows as a
+// dependent launch, so the step kernel holds no double math (its registers) and no dependent loads
+// before its data loads (their latency).
+template <typename acc_t>
+__global__ void step_coefs_kernel(StepCoefs<acc_t>* __restrict__ table, int64_t rows, StepCoefFn fn) {
+  jk::let_next_kernel_launch();
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < rows) table[r] = fn.template get<acc_t>(r);
 }
 
-// Block b owns items [b * chunk, (b + 1) * chunk), which span at most kStepThreads rows (the launcher
-// sizes chunks so); element i uses lane i % 4 of Philox block i / 4 (as on the CPU), whatever the path.
-// A thread has the loads of kUnroll items in flight at once (one item on the rare scalar path, which
-// keeps its code small).
+// The coefficients of the row of element i, for a thread whose elements only increase: read from the
+// table only when the thread enters a new row.
+template <typename acc_t>
+struct RowLookup {
+  const StepCoefs<acc_t>* table;
+  int64_t inner;          // elements per row
+  bool per_row;           // one timestep per row (else one for every element)
+  int64_t row_end = -1;   // end of the current row (INT64_MAX: one row for every element)
+  StepCoefs<acc_t> c{};
+
+  __device__ __forceinline__ const StepCoefs<acc_t>& at(int64_t i) {
+    if (i >= row_end) {
+      const int64_t r = per_row ? i / inner : 0;
+      row_end = per_row ? (r + 1) * inner : INT64_MAX;
+      c = table[r];
+    }
+    return c;
+  }
+};
+
+// The shape of the shared elementwise launcher (kernels/common/elementwise_kernel.cuh), which runs a
+// two-input op at a same-size copy's speed: small blocks of kStepThreads threads, each thread issuing the
+// loads of kUnroll items before any math, a grid of tiles up to 256 blocks per SM (grid-stride beyond).
+// Session 16, H200, 256x16x2048 float32 (benchmarks/results/session16): the earlier kernel (one wave of
+// resident blocks, a contiguous chunk each, streaming loads, an L2 prefetch of the next batch, row
+// coefficients in a shared table) took 36.5 us where this shape's relu_add took 29.0 (a same-size copy:
+// 28.6); this shape computing each thread's row coefficients itself took 42.1 (the double math sized its
+// registers, and its dependent loads came before the data loads).
+// Element i uses lane i % 4 of Philox block i / 4 (as on the CPU), whatever the path.
 template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
-__global__ void __launch_bounds__(kStepThreads, step_min_blocks<scalar_t, kNoise>())
+__global__ void __launch_bounds__(kStepThreads)
     step_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ m, const scalar_t* __restrict__ x,
-                const scalar_t* __restrict__ noise, int64_t n, int64_t inner, int64_t chunk, StepCoefFn fn, bool clip,
-                double range, at::PhiloxCudaState philox) {
+                const scalar_t* __restrict__ noise, int64_t n, int64_t inner,
+                const StepCoefs<at::opmath_type<scalar_t>>* __restrict__ table, bool per_row, bool clip, double range,
+                at::PhiloxCudaState philox) {
   using acc_t = at::opmath_type<scalar_t>;
   using I = Item<scalar_t, kItem, kVector>;
-  constexpr int kUnroll = kVector ? 4 : 1;
+  constexpr int kUnroll = kVector ? kStepUnroll : 1;
   constexpr int kLoads = kNoise == Noise::kGiven ? kUnroll : 0;
-  __shared__ StepCoefs<acc_t> row_coefs[kStepThreads];
+  constexpr int64_t kTile = int64_t{kStepThreads} * kUnroll;
   const int64_t n_items = (n + kItem - 1) / kItem;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
-  const int64_t end = begin + chunk < n_items ? begin + chunk : n_items;
-
-  I mv[kUnroll], xv[kUnroll], zv[kLoads > 0 ? kLoads : 1];
-  auto load_batch = [&](int64_t first) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t item = first + u * kStepThreads;
-      if (item < end) {
-        mv[u].load(m, item, n);
-        xv[u].load(x, item, n);
-        if constexpr (kNoise == Noise::kGiven) zv[u].load(noise, item, n);
-      }
-    }
-  };
-  // Fetching a batch into L2 holds no registers (loading it into registers early cost a block per SM).
-  auto prefetch_batch = [&](int64_t first) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t item = first + u * kStepThreads;
-      if (item < end) {
-        prefetch_l2(m + item * kItem);
-        prefetch_l2(x + item * kItem);
-        if constexpr (kNoise == Noise::kGiven) prefetch_l2(noise + item * kItem);
-      }
-    }
-  };
-  int64_t first = begin + threadIdx.x;
-  // The first batch flies while the row coefficients are computed: the two latencies overlap.
-  prefetch_batch(first);
-
-  const bool per_row = fn.per_row();
-  const int64_t first_row = per_row ? begin * kItem / inner : 0;
-  const int64_t last_row = per_row ? ((end * kItem < n ? end * kItem : n) - 1) / inner : 0;
-  for (int64_t row = threadIdx.x; row <= last_row - first_row; row += kStepThreads) {
-    row_coefs[row] = fn.template get<acc_t>(first_row + row);
-  }
   uint64_t seed = 0, base = 0;
   if constexpr (kNoise == Noise::kDraw) {
     const jk::PhiloxSeed s = jk::unpack_philox(philox);
@@ -212,19 +176,25 @@ __global__ void __launch_bounds__(kStepThreads, step_min_blocks<scalar_t, kNoise
     base = s.offset / 4;
   }
   const acc_t r = static_cast<acc_t>(range);
-  __syncthreads();
-  load_batch(first);
-  RowLookup<acc_t> rows{row_coefs, first_row * inner, inner};
+  RowLookup<acc_t> lookup{table, inner, per_row};
 
-  for (; first < end; first += kStepThreads * kUnroll) {
-    // The next batch flies while this one's noise and math run, so the load_batch below finds it in
-    // L2 (Nsight Compute showed DRAM at 53%). Measured on the H200 (results/session6/diffusion_ab.log):
-    // ddim_step 36.6 -> 35.2 us; ddpm_step unchanged, so its limit is elsewhere.
-    prefetch_batch(first + kStepThreads * kUnroll);
+  for (int64_t first = blockIdx.x * kTile + threadIdx.x; first < n_items;
+       first += static_cast<int64_t>(gridDim.x) * kTile) {
+    I mv[kUnroll], xv[kUnroll], zv[kLoads > 0 ? kLoads : 1];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t item = first + u * kStepThreads;
-      if (item >= end) break;
+      if (item < n_items) {
+        mv[u].load(m, item, n);
+        xv[u].load(x, item, n);
+        if constexpr (kNoise == Noise::kGiven) zv[u].load(noise, item, n);
+      }
+    }
+    jk::wait_for_previous_kernel();  // the coefficient table is written (a no-op after the first trip)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t item = first + u * kStepThreads;
+      if (item >= n_items) break;
       acc_t z[kItem];
 #pragma unroll
       for (int q = 0; q < kItem / 4; ++q) {
@@ -246,40 +216,37 @@ __global__ void __launch_bounds__(kStepThreads, step_min_blocks<scalar_t, kNoise
 #pragma unroll
       for (int e = 0; e < kItem; ++e) {
         // 16-byte items lie in one row: one lookup per item
-        const StepCoefs<acc_t>& c = rows.at(kVector ? i0 : i0 + e, per_row);
+        const StepCoefs<acc_t>& c = lookup.at(kVector ? i0 : i0 + e);
         o.v[e] = static_cast<scalar_t>(
             step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
       }
       o.store(out, item, n);
     }
-    load_batch(first + kStepThreads * kUnroll);
   }
 }
 
 template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
 void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
                  const StepCoefFn& fn, bool clip, double range) {
-  const auto kernel = step_kernel<scalar_t, kItem, kVector, kNoise>;
+  constexpr int kUnroll = kVector ? kStepUnroll : 1;
   const int64_t n = out.numel(), n_items = (n + kItem - 1) / kItem, inner = n / x.size(0);
-  // One wave of resident blocks, each with an equal contiguous chunk (no tail wave); chunks are whole
-  // warps of items so each warp's accesses stay aligned.
-  static const int per_sm = jk::blocks_per_sm(kernel, kStepThreads);
-  const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * per_sm;
-  const int64_t blocks_wanted = std::min((n_items + kStepThreads - 1) / kStepThreads, max_blocks);
-  int64_t chunk = ((n_items + blocks_wanted - 1) / blocks_wanted + 31) / 32 * 32;
-  // With one timestep per row a chunk spans at most kStepThreads rows (the shared coefficient table):
-  // chunk * kItem <= (kStepThreads - 2) * inner elements touch at most kStepThreads - 1 rows. Short
-  // rows thus mean more, smaller blocks (still >= 32 items: inner >= 1 and kItem <= 8).
-  if (fn.per_row()) chunk = std::min(chunk, (kStepThreads - 2) * inner / kItem / 32 * 32);
-  TORCH_INTERNAL_ASSERT(chunk >= 32, "step chunk");
-  const int64_t blocks = (n_items + chunk - 1) / chunk;
-  TORCH_CHECK(blocks < (int64_t{1} << 31), "ddpm_step/ddim_step: tensor too large for one launch");
+  // A block per tile up to 256 blocks per SM (as the elementwise launcher); grid-stride beyond.
+  const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * 256;
+  const int64_t blocks = std::min((n_items + kStepThreads * kUnroll - 1) / (kStepThreads * kUnroll), max_blocks);
+  using acc_t = at::opmath_type<scalar_t>;
+  const bool per_row = fn.per_row();
+  const int64_t rows = per_row ? x.size(0) : 1;
+  const at::Tensor table = at::empty({rows * static_cast<int64_t>(sizeof(StepCoefs<acc_t>))}, out.options().dtype(at::kByte));
+  auto* table_ptr = reinterpret_cast<StepCoefs<acc_t>*>(table.mutable_data_ptr());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  step_coefs_kernel<acc_t><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(table_ptr, rows, fn);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
   // Reserve one draw per element, so consecutive calls (and graph replays) never reuse numbers.
   const at::PhiloxCudaState philox = kNoise == Noise::kDraw ? jk::cuda_philox_state(n) : at::PhiloxCudaState();
-  kernel<<<blocks, kStepThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-      out.mutable_data_ptr<scalar_t>(), m.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
-      noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner, chunk, fn, clip, range, philox);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  jk::launch_after_previous(step_kernel<scalar_t, kItem, kVector, kNoise>, dim3(static_cast<unsigned>(blocks)),
+                            dim3(kStepThreads), stream, out.mutable_data_ptr<scalar_t>(), m.const_data_ptr<scalar_t>(),
+                            x.const_data_ptr<scalar_t>(), noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner,
+                            static_cast<const StepCoefs<acc_t>*>(table_ptr), per_row, clip, range, philox);
 }
 
 template <typename scalar_t, int kItem, bool kVector>

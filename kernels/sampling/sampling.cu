@@ -31,6 +31,7 @@
 #include <atomic>
 #include <numeric>
 
+#include "dependent_launch.cuh"
 #include "elementwise.cuh"  // jk::multiprocessor_count
 #include "philox_cuda.cuh"
 #include "reduce.cuh"
@@ -170,55 +171,10 @@ constexpr int kStatsCols = 4;  // columns per thread (strided by the block width
 constexpr int kStatsRows = 8;  // elite rows whose loads are issued before they are used
 constexpr int kMergeWarps = 32;
 
-// Programmatic dependent launch (sm_90+): each cem_update kernel after the first is launched with
-// programmatic stream serialization, so its launch and block start-up overlap the previous kernel;
-// it waits (griddepcontrol.wait: the previous grid has completed and its writes are visible) before
-// it touches global memory, and lets the next kernel launch as soon as all of its own blocks run.
-// Without the launch attribute (or before sm_90) both are no-ops and the stream order is the usual.
-__device__ __forceinline__ void wait_for_previous_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void let_next_kernel_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-__global__ void zero_words_kernel(unsigned long long* __restrict__ words, int64_t count);
-
-// Whether this file's kernels were compiled with the griddepcontrol instructions (PTX for sm_90 or
-// newer) for `device`: only then may they be launched as dependents (a kernel without the wait
-// would run alongside the previous one). Asked once per device.
-bool dependent_launch_ok(int device) {
-  static std::atomic<int> known[64];  // 0: not asked yet, 1: no, 2: yes
-  if (device < 0 || device >= 64) return false;
-  int state = known[device].load(std::memory_order_relaxed);
-  if (state == 0) {
-    cudaFuncAttributes attributes;
-    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, zero_words_kernel));
-    state = attributes.ptxVersion >= 90 ? 2 : 1;
-    known[device].store(state, std::memory_order_relaxed);
-  }
-  return state == 2;
-}
-
-template <typename... Params, typename... Args>
-void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = dependent_launch_ok(c10::cuda::current_device()) ? 1 : 0;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
-}
+// Each cem_update kernel after the first is a programmatic dependent launch (dependent_launch.cuh).
+using jk::launch_after_previous;
+using jk::let_next_kernel_launch;
+using jk::wait_for_previous_kernel;
 
 // The counters of one cem_update (its scratch is fresh from the allocator): launched in plain stream
 // order, like a memset, but a kernel, so the first select pass can be a dependent launch.

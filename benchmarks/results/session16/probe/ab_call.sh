@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build the named families from each kernels root (all at once), then the A/B probe and
 # the CUDA tests of what changed. ROOTS="base=ab/base/kernels new=kernels" FAMILIES="fused ebm diffusion sampling"
+# (a root may name its own families: "base=ab/base/kernels:diffusion,sampling")
 # TESTS="tests/test_ebm.py -k gaussian" (pytest arguments; empty: none) PROBE_ONLY=ebm,diffusion,sampling
 set -u -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -13,8 +14,10 @@ FAMILIES=${FAMILIES:-"fused ebm diffusion sampling"}
 start=$(date +%s)
 probe_roots=()
 for pair in $ROOTS; do
-  label=${pair%%=*}; root=${pair#*=}; probe_roots+=(--root "$label=$root")
-  for family in $FAMILIES; do
+  label=${pair%%=*}; root=${pair#*=}; families=$FAMILIES
+  case $root in *:*) families=${root#*:}; families=${families//,/ }; root=${root%%:*} ;; esac
+  probe_roots+=(--root "$label=$root")
+  for family in $families; do
     JITKERNELS_ROOT=$root python3 loader.py build "$family" > "$OUT/build_${label}_$family.log" 2>&1 &
   done
 done

@@ -1,0 +1,62 @@
+// Programmatic dependent launch (sm_90+), shared by the families that chain kernels: a kernel launched
+// with launch_after_previous has its launch and block start-up overlap the previous kernel in the
+// stream; it must call wait_for_previous_kernel() (griddepcontrol.wait: the previous grid has completed
+// and its writes are visible) before it reads what that kernel wrote, and the previous kernel may call
+// let_next_kernel_launch() to let it start early. Without the launch attribute (or before sm_90) both
+// are no-ops and the stream order is the usual. CUDA graphs capture the dependency.
+#pragma once
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+
+namespace jk {
+
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void let_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether `kernel` was compiled with the griddepcontrol instructions (PTX for sm_90 or newer) for the
+// current device: only then may it be launched as a dependent (a kernel without the wait would run
+// alongside the previous one). One family's kernels share their PTX version, so the answer is kept per
+// kernel signature and device, asked once.
+template <typename... Params>
+bool dependent_launch_ok(void (*kernel)(Params...), int device) {
+  static std::atomic<int> known[64];  // 0: not asked yet, 1: no, 2: yes
+  if (device < 0 || device >= 64) return false;
+  int state = known[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    cudaFuncAttributes attributes;
+    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    state = attributes.ptxVersion >= 90 ? 2 : 1;
+    known[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
+}
+
+// kernel<<<grid, block, 0, stream>>>(args...) as a dependent of the stream's previous kernel.
+template <typename... Params, typename... Args>
+void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = dependent_launch_ok(kernel, c10::cuda::current_device()) ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+}  // namespace jk
