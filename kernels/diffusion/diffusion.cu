@@ -6,10 +6,9 @@
 //   noise (when not given) is drawn in registers by Philox (one call per 4 outputs), so it costs no
 //   traffic. The kernel has the shape of the shared elementwise launcher (small blocks, a thread's loads
 //   issued before its math, one tile per block up to 256 blocks per SM), which runs two-input ops at a
-//   same-size copy's speed. A thread reads its row's DDPM coefficients (the timestep, read on the device,
-//   picks a row of the float64 schedule) when it enters a row; DDIM's (square roots and divisions) come
-//   from a small kernel before it, which the step kernel follows as a programmatic dependent launch: its
-//   data loads fly before it waits for the table. The noise mode (none / given /
+//   same-size copy's speed. The rows' coefficients (double math on the float64 schedule, timesteps read
+//   on the device) come from a small kernel before it, which the step kernel follows as a programmatic
+//   dependent launch: its data loads fly before it waits for the table. The noise mode (none / given /
 //   drawn) is a template parameter, so a kernel holds registers only for the loads it makes. No host
 //   sync: a CUDA graph replays every step as captured.
 // - conv1d_gn_mish at small batch x length (diffusion policy at batch 1) is bound by launches and by
@@ -104,44 +103,46 @@ struct Item {
   }
 };
 
-// Either scheduler's coefficients, so one step kernel serves both (only where the coefficients come
-// from differs; half the kernels, half the compile time).
+// Either scheduler's coefficients, so one kernel serves both (only the coefficient math differs;
+// half the kernels, half the compile time).
 struct StepCoefFn {
   DdpmCoefFn ddpm;
   DdimCoefFn ddim;
   bool is_ddim;
 
-  bool per_row() const { return is_ddim ? ddim.per_row() : ddpm.per_row(); }
+  C10_HOST_DEVICE bool per_row() const { return is_ddim ? ddim.per_row() : ddpm.per_row(); }
+  template <typename acc_t>
+  __device__ StepCoefs<acc_t> get(int64_t row) const {
+    return is_ddim ? ddim.template get<acc_t>(row) : ddpm.template get<acc_t>(row);
+  }
 };
 
-// table[r] = the DDIM coefficients of row r (r < rows; one row without per-row timesteps): the timestep
-// reads and the double math (square roots, divisions), once per row, in a kernel of its own that the
-// step kernel follows as a dependent launch, so the step kernel holds no such math (its registers: 72-80
-// with it inline) and its data loads fly while it waits. DDPM's coefficients are table columns and one
-// multiply: the step kernel reads them inline (a kernel more cost DDPM ~3 us, session 16).
+// table[r] = the coefficients of row r (r < rows; one row without per-row timesteps): the timestep
+// reads and the double math, once per row, in a kernel of its own that the step kernel follows as a
+// dependent launch, so the step kernel holds no double math (its registers) and no dependent loads
+// before its data loads (their latency).
 template <typename acc_t>
-__global__ void step_coefs_kernel(StepCoefs<acc_t>* __restrict__ table, int64_t rows, DdimCoefFn fn) {
+__global__ void step_coefs_kernel(StepCoefs<acc_t>* __restrict__ table, int64_t rows, StepCoefFn fn) {
   jk::let_next_kernel_launch();
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r < rows) table[r] = fn.template get<acc_t>(r);
 }
 
-// The coefficients of the row of element i, for a thread whose elements only increase: read (DDIM's
-// table, or DDPM's schedule row) only when the thread enters a new row.
+// The coefficients of the row of element i, for a thread whose elements only increase: read from the
+// table only when the thread enters a new row.
 template <typename acc_t>
 struct RowLookup {
-  const DdpmCoefFn& ddpm;
-  const StepCoefs<acc_t>* ddim_table;  // null for DDPM
-  int64_t inner;                       // elements per row
-  bool per_row;                        // one timestep per row (else one for every element)
-  int64_t row_end = -1;                // end of the current row (INT64_MAX: one row for every element)
+  const StepCoefs<acc_t>* table;
+  int64_t inner;          // elements per row
+  bool per_row;           // one timestep per row (else one for every element)
+  int64_t row_end = -1;   // end of the current row (INT64_MAX: one row for every element)
   StepCoefs<acc_t> c{};
 
   __device__ __forceinline__ const StepCoefs<acc_t>& at(int64_t i) {
     if (i >= row_end) {
       const int64_t r = per_row ? i / inner : 0;
       row_end = per_row ? (r + 1) * inner : INT64_MAX;
-      c = ddim_table != nullptr ? ddim_table[r] : ddpm.template get<acc_t>(r);
+      c = table[r];
     }
     return c;
   }
@@ -159,9 +160,9 @@ struct RowLookup {
 template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
 __global__ void __launch_bounds__(kStepThreads)
     step_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ m, const scalar_t* __restrict__ x,
-                const scalar_t* __restrict__ noise, int64_t n, int64_t inner, DdpmCoefFn ddpm,
-                const StepCoefs<at::opmath_type<scalar_t>>* __restrict__ ddim_table, bool per_row, bool clip,
-                double range, at::PhiloxCudaState philox) {
+                const scalar_t* __restrict__ noise, int64_t n, int64_t inner,
+                const StepCoefs<at::opmath_type<scalar_t>>* __restrict__ table, bool per_row, bool clip, double range,
+                at::PhiloxCudaState philox) {
   using acc_t = at::opmath_type<scalar_t>;
   using I = Item<scalar_t, kItem, kVector>;
   constexpr int kUnroll = kVector ? kStepUnroll : 1;
@@ -175,7 +176,7 @@ __global__ void __launch_bounds__(kStepThreads)
     base = s.offset / 4;
   }
   const acc_t r = static_cast<acc_t>(range);
-  RowLookup<acc_t> lookup{ddpm, ddim_table, inner, per_row};
+  RowLookup<acc_t> lookup{table, inner, per_row};
 
   for (int64_t first = blockIdx.x * kTile + threadIdx.x; first < n_items;
        first += static_cast<int64_t>(gridDim.x) * kTile) {
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(kStepThreads)
         if constexpr (kNoise == Noise::kGiven) zv[u].load(noise, item, n);
       }
     }
-    jk::wait_for_previous_kernel();  // DDIM's table is written (a no-op after the first trip, and for DDPM)
+    jk::wait_for_previous_kernel();  // the coefficient table is written (a no-op after the first trip)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t item = first + u * kStepThreads;
@@ -234,26 +235,17 @@ void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x
   const int64_t blocks = std::min((n_items + kStepThreads * kUnroll - 1) / (kStepThreads * kUnroll), max_blocks);
   using acc_t = at::opmath_type<scalar_t>;
   const bool per_row = fn.per_row();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const auto kernel = step_kernel<scalar_t, kItem, kVector, kNoise>;
-  // Reserve one draw per element, so consecutive calls (and graph replays) never reuse numbers.
-  const at::PhiloxCudaState philox = kNoise == Noise::kDraw ? jk::cuda_philox_state(n) : at::PhiloxCudaState();
-  if (!fn.is_ddim) {
-    kernel<<<blocks, kStepThreads, 0, stream>>>(out.mutable_data_ptr<scalar_t>(), m.const_data_ptr<scalar_t>(),
-                                                x.const_data_ptr<scalar_t>(),
-                                                noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner, fn.ddpm,
-                                                nullptr, per_row, clip, range, philox);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return;
-  }
   const int64_t rows = per_row ? x.size(0) : 1;
   const at::Tensor table = at::empty({rows * static_cast<int64_t>(sizeof(StepCoefs<acc_t>))}, out.options().dtype(at::kByte));
   auto* table_ptr = reinterpret_cast<StepCoefs<acc_t>*>(table.mutable_data_ptr());
-  step_coefs_kernel<acc_t><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(table_ptr, rows, fn.ddim);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  step_coefs_kernel<acc_t><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(table_ptr, rows, fn);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  jk::launch_after_previous(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kStepThreads), stream,
-                            out.mutable_data_ptr<scalar_t>(), m.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
-                            noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner, fn.ddpm,
+  // Reserve one draw per element, so consecutive calls (and graph replays) never reuse numbers.
+  const at::PhiloxCudaState philox = kNoise == Noise::kDraw ? jk::cuda_philox_state(n) : at::PhiloxCudaState();
+  jk::launch_after_previous(step_kernel<scalar_t, kItem, kVector, kNoise>, dim3(static_cast<unsigned>(blocks)),
+                            dim3(kStepThreads), stream, out.mutable_data_ptr<scalar_t>(), m.const_data_ptr<scalar_t>(),
+                            x.const_data_ptr<scalar_t>(), noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner,
                             static_cast<const StepCoefs<acc_t>*>(table_ptr), per_row, clip, range, philox);
 }
 

@@ -56,12 +56,11 @@ C10_HOST_DEVICE inline StepCoefs<acc_t> cast_coefs(double a_x, double a_m, doubl
                           static_cast<acc_t>(p_x), static_cast<acc_t>(p_m), static_cast<acc_t>(p_z), true};
 }
 
-// x0 = a_x * x + a_m * m for each prediction type, from sqrt(abar_t), sqrt(1 - abar_t) and 1 / sqrt(abar_t)
-// (a table column, so no division: the CUDA step kernel computes DDPM's coefficients inline).
-C10_HOST_DEVICE inline void x0_coefs(int prediction, double sa, double s1m, double rsa, double* a_x, double* a_m) {
+// x0 = a_x * x + a_m * m for each prediction type, from sqrt(abar_t) and sqrt(1 - abar_t).
+C10_HOST_DEVICE inline void x0_coefs(int prediction, double sa, double s1m, double* a_x, double* a_m) {
   if (prediction == kEpsilon) {  // x0 = (x - sqrt(1-abar) m) / sqrt(abar)
-    *a_x = rsa;
-    *a_m = -s1m * rsa;
+    *a_x = 1.0 / sa;
+    *a_m = -s1m / sa;
   } else if (prediction == kVPrediction) {  // x0 = sqrt(abar) x - sqrt(1-abar) v
     *a_x = sa;
     *a_m = -s1m;
@@ -86,7 +85,7 @@ struct DdpmCoefFn {
     if (ti < 0 || ti >= num_timesteps) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false};
     const double* r = schedule + ti * kScheduleCols;
     double a_x, a_m;
-    x0_coefs(prediction, r[kSqrtAlphaCumprod], r[kSqrtOneMinusAlphaCumprod], r[kRsqrtAlphaCumprod], &a_x, &a_m);
+    x0_coefs(prediction, r[kSqrtAlphaCumprod], r[kSqrtOneMinusAlphaCumprod], &a_x, &a_m);
     return cast_coefs<acc_t>(a_x, a_m, r[kPosteriorCoefX0], r[kPosteriorCoefXt], 0.0, r[kPosteriorStd]);
   }
 };
@@ -115,7 +114,7 @@ struct DdimCoefFn {
     const double sa = schedule[ti * kScheduleCols + kSqrtAlphaCumprod];
     const double s1m = schedule[ti * kScheduleCols + kSqrtOneMinusAlphaCumprod];
     double a_x, a_m;
-    x0_coefs(prediction, sa, s1m, schedule[ti * kScheduleCols + kRsqrtAlphaCumprod], &a_x, &a_m);
+    x0_coefs(prediction, sa, s1m, &a_x, &a_m);
     const double variance = (1.0 - ap) / (1.0 - at) * (1.0 - at / ap);
     const double std_dev = eta * sqrt(variance);
     const double direction = sqrt(1.0 - ap - std_dev * std_dev);  // coefficient of the predicted epsilon
