@@ -19,6 +19,18 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #endif
 }
 
+// The same wait, held back until `loaded` (a value the thread has just loaded) has arrived. ptxas
+// otherwise schedules the wait ahead of loads that come before it in the source, and a dependent kernel
+// whose first wave could have had its loads in flight during the previous kernel sits idle instead
+// (ddpm_step's step kernel, session 17). Both branches wait: the predicate only creates the dependency.
+__device__ __forceinline__ void wait_for_previous_kernel_after(uint32_t loaded) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p griddepcontrol.wait;\n @!p griddepcontrol.wait;\n}" ::"r"(loaded)
+      : "memory");
+#endif
+}
+
 __device__ __forceinline__ void let_next_kernel_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

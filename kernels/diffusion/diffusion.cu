@@ -190,35 +190,53 @@ __global__ void __launch_bounds__(kStepThreads)
         if constexpr (kNoise == Noise::kGiven) zv[u].load(noise, item, n);
       }
     }
-    jk::wait_for_previous_kernel();  // the coefficient table is written (a no-op after the first trip)
+    // Drawn noise needs neither the data nor the table: draw it while the loads are in flight.
+    float drawn[kNoise == Noise::kDraw ? kUnroll : 1][kItem];
+    if constexpr (kNoise == Noise::kDraw) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint64_t counter = base + static_cast<uint64_t>(first + u * kStepThreads) * (kItem / 4);
+#pragma unroll
+        for (int q = 0; q < kItem / 4; ++q) {
+          const jk::Float4 f = jk::normal4(seed, counter + q);
+          drawn[u][4 * q] = f.x;
+          drawn[u][4 * q + 1] = f.y;
+          drawn[u][4 * q + 2] = f.z;
+          drawn[u][4 * q + 3] = f.w;
+        }
+      }
+    }
+    // The coefficient table is written (a no-op after the first trip); waiting only once the first
+    // load has arrived keeps the loads of the first wave in flight while the coefficient kernel runs.
+    jk::wait_for_previous_kernel_after(jk::same_bits<uint32_t>(static_cast<float>(mv[0].v[0])));
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t item = first + u * kStepThreads;
       if (item >= n_items) break;
       acc_t z[kItem];
 #pragma unroll
-      for (int q = 0; q < kItem / 4; ++q) {
+      for (int e = 0; e < kItem; ++e) {
         if constexpr (kNoise == Noise::kDraw) {
-          const jk::Float4 f = jk::normal4(seed, base + static_cast<uint64_t>(item) * (kItem / 4) + q);
-          z[4 * q] = f.x;
-          z[4 * q + 1] = f.y;
-          z[4 * q + 2] = f.z;
-          z[4 * q + 3] = f.w;
+          z[e] = static_cast<acc_t>(drawn[u][e]);
         } else {
-#pragma unroll
-          for (int e = 4 * q; e < 4 * q + 4; ++e) {
-            z[e] = kNoise == Noise::kGiven ? static_cast<acc_t>(zv[kLoads > 0 ? u : 0].v[e]) : acc_t(0);
-          }
+          z[e] = kNoise == Noise::kGiven ? static_cast<acc_t>(zv[kLoads > 0 ? u : 0].v[e]) : acc_t(0);
         }
       }
       const int64_t i0 = item * kItem;
       I o;
+      if constexpr (kVector) {  // 16-byte items lie in one row: one lookup per item
+        const StepCoefs<acc_t> c = lookup.at(i0);
 #pragma unroll
-      for (int e = 0; e < kItem; ++e) {
-        // 16-byte items lie in one row: one lookup per item
-        const StepCoefs<acc_t>& c = lookup.at(kVector ? i0 : i0 + e);
-        o.v[e] = static_cast<scalar_t>(
-            step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
+        for (int e = 0; e < kItem; ++e) {
+          o.v[e] = static_cast<scalar_t>(
+              step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < kItem; ++e) {
+          o.v[e] = static_cast<scalar_t>(step_element(lookup.at(i0 + e), static_cast<acc_t>(mv[u].v[e]),
+                                                      static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
+        }
       }
       o.store(out, item, n);
     }

@@ -43,8 +43,9 @@ struct TimeArg {
 //   x0  = clip(a_x * x + a_m * m)
 //   out = p_x0 * x0 + p_x * x + p_m * m + p_z * z
 // `valid` is false when the row's timestep is out of range: the row becomes NaN, never zeros.
+// 16-byte aligned, so the step kernels read a row's coefficients in 16-byte loads (2 for float).
 template <typename acc_t>
-struct StepCoefs {
+struct alignas(16) StepCoefs {
   acc_t a_x, a_m, p_x0, p_x, p_m, p_z;
   bool valid;
 };

@@ -50,19 +50,7 @@ C10_HOST_DEVICE inline float uniform_hi16(uint32_t bits) {
   return same_bits<float>(0x43000000u + (bits >> 16)) - (128.0f - 0.00000762939453125f);
 }
 
-// Box-Muller's radius sqrt(-2 ln u) for u in (0, 1] (32-bit outputs).
-C10_HOST_DEVICE inline float box_muller_radius(float u) {
-#ifdef __CUDA_ARCH__
-  // One MUFU op each (the compiler's sqrtf and log2f are longer sequences; u is never subnormal,
-  // so .ftz changes nothing); -2 ln u = -2 ln2 * log2 u.
-  float log2_u, radius;
-  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(log2_u) : "f"(u));
-  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(radius) : "f"(-1.3862943611198906f * log2_u));
-  return radius;
-#else
-  return std::sqrt(-2.0f * std::log(u));
-#endif
-}
+using jk::box_muller_radius;  // 32-bit outputs' radius (16-bit ones: normal_pair16)
 
 // r times (cos 2πa, sin 2πa) (the 32-bit outputs' Box-Muller angle, a uniform).
 C10_HOST_DEVICE inline void circle_point_mufu(float a, float r, float* z0, float* z1) {
