@@ -1,7 +1,7 @@
-// Sine and cosine on the FMA pipe, for kernels where the MUFU unit (16 results per clock per SM, a
-// sixteenth of the FMA rate; MUFU.SIN/COS/LG2/SQRT all share it) is what limits. Shared by the ebm
-// energies (cos_pi/sin_pi of any argument) and the CPU loops of sampling's Box-Muller (sincos of a
-// quarter turn; on the GPU the 16-bit path's sine and cosine are MUFU ops, sampling.h says why).
+// Sine and cosine by polynomials on the FMA pipe, for the CPU loops (they vectorize where std::sin
+// and std::cos are scalar calls): the ebm energies' cos_pi/sin_pi of any argument (on the GPU those
+// are MUFU ops after an exact reduction) and sampling's Box-Muller (sincos of a quarter turn; on the
+// GPU the 16-bit path's sine and cosine are MUFU ops, sampling.h says why).
 // cos_pi_float, sin_pi_float, sincos_quarter and exp_float serve the host too (vectorizable CPU loops).
 #pragma once
 #include <c10/macros/Macros.h>
@@ -59,21 +59,15 @@ C10_HOST_DEVICE inline float exp_float(float x) {
 
 // cos(πt) and sin(πt) of any float t. The argument reduction of a multiple of π is exact and
 // cheap: t = n + r with n an integer and |r| <= ½ (r is exact), cos(πt) = (−1)ⁿcos(πr),
-// sin(πt) = (−1)ⁿsin(πr). Float: the Taylor polynomials of cos(πr) and sin(πr)/r in r² through
-// (πr)¹³ (truncation < 1e-9 for |πr| <= π/2, a few 1e-7 in all after rounding), about 12
-// instructions where cospif/sinpif (which evaluate both polynomials and select) take about 22.
-// The host takes n by integer conversion instead of rintf and applies the sign by a multiply:
-// without -msse4.1 rintf is a library call, and with it (or with selects) g++ keeps the CPU loop
-// scalar (Rastrigin's score: 38 ms with std::sin, 6.6 ms vectorized, 4M floats on one thread). It
-// also needs -fno-trapping-math (loader.py).
+// sin(πt) = (−1)ⁿsin(πr). On the host: the Taylor polynomials of cos(πr) and sin(πr)/r in r²
+// through (πr)¹³ (truncation < 1e-9 for |πr| <= π/2, a few 1e-7 in all after rounding), n by
+// integer conversion instead of rintf and the sign by a multiply: without -msse4.1 rintf is a
+// library call, and with it (or with selects) g++ keeps the CPU loop scalar (Rastrigin's score:
+// 38 ms with std::sin, 6.6 ms vectorized, 4M floats on one thread). It also needs
+// -fno-trapping-math (loader.py). On the GPU: the MUFU unit (radians_within_a_half_turn).
 
-// t = n + r with n an integer and |r| <= ½: returns r and sets *odd to n's parity (0 or 1).
-C10_HOST_DEVICE inline float reduce_half_turns(float t, int* odd) {
-#ifdef __CUDA_ARCH__
-  const float n = rintf(t), h = 0.5f * n;
-  *odd = h != rintf(h);  // |n| >= 2^25 is even: floats there are even integers
-  return t - n;
-#else
+// t = n + r with n an integer and |r| <= ½: returns r and sets *odd to n's parity (0 or 1). Host.
+inline float reduce_half_turns(float t, int* odd) {
   // n by int conversion (defined for |t| < 2^31; beyond, and for NaN / Inf, 0 is converted), then
   // a step to the nearer integer. Floats of |t| >= 2^23 are integers: r = t − t, which is 0, or NaN
   // for Inf and NaN (as std::cos and std::sin give).
@@ -84,19 +78,29 @@ C10_HOST_DEVICE inline float reduce_half_turns(float t, int* odd) {
   const int n = whole + small * ((r0 > 0.5f) - (r0 < -0.5f));
   *odd = n & 1;
   return small ? t - static_cast<float>(n) : t - t;
-#endif
 }
 
-// (−1)ⁿ·p for n's parity `odd`.
-C10_HOST_DEVICE inline float with_parity(float p, int odd) {
+// (−1)ⁿ·p for n's parity `odd`. Host.
+inline float with_parity(float p, int odd) { return static_cast<float>(1 - 2 * odd) * p; }
+
 #ifdef __CUDA_ARCH__
-  return odd ? -p : p;
-#else
-  return static_cast<float>(1 - 2 * odd) * p;
-#endif
+// On the GPU: t half-turns are t/2 turns; less the nearest whole number of turns (exact) that is r
+// in [−½, ½] turns, and cos.approx / sin.approx (one MUFU op after a multiply) of 2πr in [−π, π],
+// where their absolute error is below 2^-20.5: 6 instructions where the polynomial takes 13, which
+// is what kept Rastrigin's and Ackley's float energies from the memory rate (session 17). Inf and
+// NaN give NaN; floats of |t| >= 2^24 are even integers: r = 0.
+__device__ __forceinline__ float radians_within_a_half_turn(float t) {
+  const float turns = 0.5f * t;
+  return 6.283185307179586f * (turns - rintf(turns));
 }
+#endif
 
 C10_HOST_DEVICE inline float cos_pi_float(float t) {
+#ifdef __CUDA_ARCH__
+  float c;
+  asm("cos.approx.ftz.f32 %0, %1;" : "=f"(c) : "f"(radians_within_a_half_turn(t)));
+  return c;
+#else
   int odd;
   const float r = reduce_half_turns(t, &odd), z = r * r;
   float p = 1.929574297e-03f;
@@ -107,9 +111,15 @@ C10_HOST_DEVICE inline float cos_pi_float(float t) {
   p = mul_add(p, z, -4.934802055e+00f);
   p = mul_add(p, z, 1.0f);
   return with_parity(p, odd);
+#endif
 }
 
 C10_HOST_DEVICE inline float sin_pi_float(float t) {
+#ifdef __CUDA_ARCH__
+  float s;
+  asm("sin.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(radians_within_a_half_turn(t)));
+  return s;
+#else
   int odd;
   const float r = reduce_half_turns(t, &odd), z = r * r;
   float p = 4.663027939e-04f;
@@ -120,6 +130,7 @@ C10_HOST_DEVICE inline float sin_pi_float(float t) {
   p = mul_add(p, z, -5.167712688e+00f);
   p = mul_add(p, z, 3.141592741e+00f);
   return with_parity(p * r, odd);
+#endif
 }
 
 }  // namespace jk

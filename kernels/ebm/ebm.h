@@ -44,10 +44,10 @@ struct RowConst {
   A c0, c1;
 };
 
-// cos(πt) and sin(πt): in float, jk::cos_pi_float / jk::sin_pi_float (fast_math.cuh: exact
-// argument reduction and polynomials; on the GPU that is what decides whether Rastrigin's and
-// Ackley's energies are memory-bound, on the CPU it lets the loops vectorize); the 2π (or c) of a
-// model is folded into t on the host. Double: cospi/sinpi on the GPU, std::cos/std::sin on the CPU.
+// cos(πt) and sin(πt): in float, jk::cos_pi_float / jk::sin_pi_float (fast_math.cuh: an exact
+// argument reduction, then MUFU ops on the GPU, which keeps Rastrigin's and Ackley's energies at the
+// memory rate, and polynomials on the CPU, which let its loops vectorize); the 2π (or c) of a model
+// is folded into t on the host. Double: cospi/sinpi on the GPU, std::cos/std::sin on the CPU.
 template <typename A>
 C10_HOST_DEVICE inline A cos_pi(A t) {
   if constexpr (std::is_same<A, float>::value) {
