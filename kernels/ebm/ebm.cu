@@ -707,6 +707,24 @@ __device__ __forceinline__ void group_transpose(uint4 (&c)[G], int l) {
   }
 }
 
+// The same transpose through the warp's own shared buffer of 32 rows × G chunks (g = the lane's
+// group): a row's chunk j sits at j ^ (row / (32/G)), which spreads the stores of one warp
+// instruction and the loads of each lane group over distinct banks. G stores, G loads and their
+// addresses where the butterfly takes ~100 instructions per lane at G = 4 (16 shuffles, 48 selects,
+// convergence checks). Session 17, H200, B = 2^21, D = 16: the Gaussian score 74.3 -> 70.2 us with
+// a clean L2, but the Gaussian energy 40.5 -> 44.9 (45.2 with its next tile's loads placed before
+// the shared loads, and as much at 64 registers), so the energies keep the butterfly.
+template <int G>
+__device__ __forceinline__ void warp_transpose(uint4* __restrict__ buffer, uint4 (&c)[G], int l, int g) {
+  constexpr int kRpw = 32 / G;
+  __syncwarp();  // the warp's previous reads of the buffer are done
+#pragma unroll
+  for (int u = 0; u < G; ++u) buffer[(u * kRpw + g) * G + (l ^ u)] = c[u];
+  __syncwarp();
+#pragma unroll
+  for (int u = 0; u < G; ++u) c[u] = buffer[(l * kRpw + g) * G + (u ^ l)];
+}
+
 // Upper triangle of a D × D matrix packed by rows for vector loads of N: row i keeps the
 // columns from floor(i / N)·N on (the ones left of i are zero), so every row starts aligned.
 template <int D, int N>
@@ -739,10 +757,10 @@ __device__ __forceinline__ void for_upper(const A* q, F&& f) {
 
 // Rows of exactly D = G·V elements (G = 2, 4, 8; 16-byte vectors): loaded like local_tile_kernel
 // (U = G·K coalesced 16-byte loads per lane before any math), then each block of G rows is
-// transposed inside the lane group (shuffles), so that lane l holds whole rows: K rows per
-// thread. The math is then thread-per-row, with Psym read from shared memory at warp-uniform
-// addresses (broadcast) and each shared load feeding K rows: of the symmetric Psym only the
-// upper triangle is read (D(D+1)/2 values instead of D²):
+// transposed inside the lane group (group_transpose, or warp_transpose for wide score rows), so that
+// lane l holds whole rows: K rows per thread. The math is then thread-per-row, with Psym read
+// from shared memory at warp-uniform addresses (broadcast) and each shared load feeding K rows:
+// of the symmetric Psym only the upper triangle is read (D(D+1)/2 values instead of D²):
 //   energy ½dᵀPsym d = Σᵢ dᵢ (½Pᵢᵢdᵢ + Σⱼ>ᵢ Pᵢⱼdⱼ)              D(D+1)/2 + D FMAs per row
 //   score −Psym d:  yᵢ += Pᵢⱼdⱼ, yⱼ += Pᵢⱼdᵢ (j > i), yᵢ += Pᵢᵢdᵢ    D² FMAs per row
 // (the lane-group version gathered every row into every lane of its group, D shuffles and D
@@ -759,6 +777,11 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
   using P = Packed<D, Lds<A>::N>;
   __shared__ __align__(16) A q[P::kSize];
   __shared__ A mu[D];
+  // Scores of 4 or 8 chunks a row transpose through shared memory (warp_transpose says why); at
+  // G = 2 the butterfly is one stage, and the buffer raised the bfloat16 score from 80 to 121 registers.
+  constexpr bool kSharedTranspose = kScore && G >= 4;
+  __shared__ uint4 transposes[256 / 32][kSharedTranspose ? 32 * G : 1];  // each warp's buffer
+  uint4* const buffer = transposes[threadIdx.x >> 5];
   const int lane = threadIdx.x & 31, l = lane & (G - 1), g = lane / G;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
@@ -795,7 +818,11 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
     A d[K][D];  // d = x − μ of this lane's rows base + (k·G + l)·kRpw + g
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      group_transpose<G>(c[k], l);
+      if constexpr (kSharedTranspose) {
+        warp_transpose<G>(buffer, c[k], l, g);
+      } else {
+        group_transpose<G>(c[k], l);
+      }
 #pragma unroll
       for (int u = 0; u < G; ++u) {
         const Vec v = *reinterpret_cast<const Vec*>(&c[k][u]);
@@ -847,7 +874,11 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
           for (int j = 0; j < V; ++j) v.val[j] = static_cast<T>(-y[k][u * V + j]);
           o[u] = *reinterpret_cast<const uint4*>(&v);
         }
-        group_transpose<G>(o, l);
+        if constexpr (kSharedTranspose) {
+          warp_transpose<G>(buffer, o, l, g);
+        } else {
+          group_transpose<G>(o, l);
+        }
 #pragma unroll
         for (int u = 0; u < G; ++u) {
           const int64_t row = base + (k * G + u) * kRpw + g;
