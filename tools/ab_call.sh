@@ -24,7 +24,7 @@ done
 wait
 echo "== builds took $(( $(date +%s) - start )) s" | tee -a "$OUT/run.log"
 grep -l "BuildError\|Traceback" "$OUT"/build_*.log && cat "$OUT"/build_*.log | tail -40
-python3 benchmarks/results/session17/probe/ab_probe.py "${probe_roots[@]}" --only "${PROBE_ONLY:-ebm,diffusion,sampling}" \
+python3 tools/ab_probe.py "${probe_roots[@]}" --only "${PROBE_ONLY:-ebm,diffusion,sampling}" \
   2>&1 | tee "$OUT/probe.log"
 if [ -n "${TESTS:-}" ]; then
   python3 -m pytest -q -p no:cacheprovider -x --timeout=300 -n 4 $TESTS 2>&1 | tail -15 | tee "$OUT/pytest.log"

@@ -1,11 +1,11 @@
-"""Session 16 A/B probe: the ops whose bars are missed, from several kernel roots in one process
+"""A/B probe: the ops whose bars are missed, from several kernel roots in one process
 (each root's build has its own key, so its own op namespace), next to a same-size copy and a plain
 2-in-1-out elementwise kernel, timed two ways:
   write-flush: before each call the L2 is flushed by writing 256 MB (triton's do_bench; run.py's way),
                which leaves the L2 full of dirty lines that the timed call then has to write back;
   read-flush:  the L2 is flushed by reading 256 MB (clean lines: the call pays only its own traffic).
 
-    python probe.py --root base=ab/base/kernels --root new=kernels [--only ebm,diffusion,sampling]
+    python tools/ab_probe.py --root base=ab/base/kernels --root new=kernels [--only ebm,diffusion,sampling]
 """
 import argparse
 import statistics
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 import loader  # noqa: E402
 
@@ -73,6 +73,12 @@ def main():
             row(f"[{label}] gaussian_energy f32 B=2^21 D=16", lambda: ebm.gaussian_energy(x, mean, prec), nbytes, copies)
             row(f"[{label}] harmonic_energy f32", lambda: ebm.harmonic_energy(x), nbytes, copies)
             row(f"[{label}] gaussian_score f32", lambda: ebm.gaussian_score(x, mean, prec), 2 * x.numel() * 4, copies)
+            for model in ("rastrigin", "ackley"):
+                energy, score = getattr(ebm, f"{model}_energy"), getattr(ebm, f"{model}_score")
+                row(f"[{label}] {model}_energy f32", lambda: energy(x), nbytes, copies)
+                row(f"[{label}] {model}_score f32", lambda: score(x), 2 * x.numel() * 4, copies)
+            row(f"[{label}] langevin_step f32 (gaussian score given)", lambda: ebm.langevin_step(x, x, 0.01),
+                3 * x.numel() * 4, copies)
     if "diffusion" in only:
         m, xs = (torch.randn(256, 16, 2048, device="cuda") for _ in range(2))
         t = torch.randint(1, 1000, (256,), device="cuda")
