@@ -87,21 +87,27 @@ C10_HOST_DEVICE inline float box_muller_radius(float u) {
 #endif
 }
 
+// r times (cos 2πa, sin 2πa): Box-Muller's point for a uniform a (a MUFU sin and cos on the device).
+C10_HOST_DEVICE inline void circle_point_mufu(float a, float r, float* z0, float* z1) {
+  constexpr float kTwoPi = 6.283185307179586f;
+  float s, c;
+#ifdef __CUDA_ARCH__
+  __sincosf(kTwoPi * a, &s, &c);
+#else
+  s = std::sin(kTwoPi * a);
+  c = std::cos(kTwoPi * a);
+#endif
+  *z0 = r * c;
+  *z1 = r * s;
+}
+
 // Four independent standard normals (Box-Muller on two pairs of uniforms).
 C10_HOST_DEVICE inline Float4 normal4(uint64_t seed, uint64_t counter, uint64_t subsequence = 0) {
   const Uint4 r = philox4x32_10(seed, counter, subsequence);
-  constexpr float kTwoPi = 6.283185307179586f;
-  const float radius0 = box_muller_radius(uniform_open0(r.x));
-  const float radius1 = box_muller_radius(uniform_open0(r.z));
-#ifdef __CUDA_ARCH__
-  float s0, c0, s1, c1;
-  __sincosf(kTwoPi * uniform_open0(r.y), &s0, &c0);
-  __sincosf(kTwoPi * uniform_open0(r.w), &s1, &c1);
-#else
-  const float a0 = kTwoPi * uniform_open0(r.y), a1 = kTwoPi * uniform_open0(r.w);
-  const float s0 = std::sin(a0), c0 = std::cos(a0), s1 = std::sin(a1), c1 = std::cos(a1);
-#endif
-  return Float4{radius0 * c0, radius0 * s0, radius1 * c1, radius1 * s1};
+  Float4 z;
+  circle_point_mufu(uniform_open0(r.y), box_muller_radius(uniform_open0(r.x)), &z.x, &z.y);
+  circle_point_mufu(uniform_open0(r.w), box_muller_radius(uniform_open0(r.z)), &z.z, &z.w);
+  return z;
 }
 
 // ---- The CPU's batch form of normal4: the same draws, in a form the compiler vectorizes.

@@ -50,21 +50,8 @@ C10_HOST_DEVICE inline float uniform_hi16(uint32_t bits) {
   return same_bits<float>(0x43000000u + (bits >> 16)) - (128.0f - 0.00000762939453125f);
 }
 
-using jk::box_muller_radius;  // 32-bit outputs' radius (16-bit ones: normal_pair16)
-
-// r times (cos 2πa, sin 2πa) (the 32-bit outputs' Box-Muller angle, a uniform).
-C10_HOST_DEVICE inline void circle_point_mufu(float a, float r, float* z0, float* z1) {
-  constexpr float kTwoPi = 6.283185307179586f;
-  float s, c;
-#ifdef __CUDA_ARCH__
-  __sincosf(kTwoPi * a, &s, &c);
-#else
-  s = std::sin(kTwoPi * a);
-  c = std::cos(kTwoPi * a);
-#endif
-  *z0 = r * c;
-  *z1 = r * s;
-}
+using jk::box_muller_radius;  // 32-bit outputs' radius and angle (16-bit ones: normal_pair16)
+using jk::circle_point_mufu;
 
 // The Box-Muller pair of one Philox word for 16-bit outputs, divided by normal_scale<8>():
 // sqrt(-log2 u) (cos θ, sin θ), u = (k + ½) 2^-16 from the top 16 bits k, θ = 2π j 2^-16 from the
