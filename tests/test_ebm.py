@@ -99,6 +99,24 @@ def test_gaussian_energy_and_score(device, dtype, D):
     assert_close_scaled(s, ref.autograd_score(ref.gaussian_energy, x.double(), *args64), dtype)
 
 
+@needs_cuda
+@pytest.mark.parametrize("rows", [1, 15, 17, 1000, 2**18 + 5])
+def test_gaussian_d16_float32_tiles_and_alignment(rows):
+    """float32 rows of 16 take the tensor-core kernel when x and mean are 16-byte aligned, the FMA
+    kernel otherwise: every row of partial 16-row tiles, several grid-stride trips, both paths."""
+    precision = spd(16, torch.float32, "cuda")
+    for offset in (0, 1):  # offset 1: x and mean start 4 bytes past 16-byte alignment
+        x = torch.randn(rows * 16 + offset, device="cuda")[offset:].view(rows, 16)
+        mean = torch.randn(16 + offset, device="cuda")[offset:]
+        args64 = (mean.double(), precision.double())
+        for op in ("gaussian_energy", "gaussian_score"):
+            got, want = getattr(ebm, op)(x, mean, precision), getattr(ref, op)(x.double(), *args64)
+            # float32 FMAs and the three-way TF32 split both stay near 1e-6 of the largest value
+            # (a two-way split, or TF32 alone, would be near 1e-3)
+            error = (got.double() - want).abs().max() / want.abs().max()
+            assert error < 1e-5, f"{op}, offset {offset}: relative error {error:.2e}"
+
+
 def test_reference_closed_forms_match_autograd():
     x = torch.randn(20, 9, dtype=torch.float64)
     for model in LOCAL:

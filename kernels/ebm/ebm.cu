@@ -10,7 +10,8 @@
 //   statistics) reduce inside the group by shuffles, and an energy is one store per row.
 //   Periodic terms use cospif/sinpif with the 2π folded into the argument (ebm.h).
 // - The Gaussian ½dᵀPd for D <= 64: a lane group per row (16-byte loads), the row gathered by
-//   shuffles, ½(P + Pᵀ) padded in shared memory (kernel comment below); wider D: matmul (.cpp).
+//   shuffles, ½(P + Pᵀ) padded in shared memory (kernel comment below); float32 rows of 16 on
+//   the tensor cores (gaussian16_mma_kernel); wider D: matmul (.cpp).
 // - The one-launch chains hold a whole row per thread and go through a block tile: R consecutive rows (one per thread) are R·D
 //   consecutive elements, copied with coalesced loads into shared memory (row stride kD + 1:
 //   conflict-free row reads) and from there into the thread's registers; outputs go back the
@@ -889,6 +890,180 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
   }
 }
 
+// Float32 rows of exactly 16 on the tensor cores (sm_80+): a warp takes 16 rows at a time and forms
+// Y = d·Psym (16 x 16, d = x − μ) with mma.m16n8k8 in TF32, split three ways for float32 accuracy
+// (d·P ≈ dₕPₕ + dₕPₗ + dₗPₕ, each part rounded to TF32, products summed in float32: relative error
+// ~2⁻²¹ against the 2⁻²⁴ of float32 FMAs). The thread-per-row kernel above issues ~8 warp
+// instructions per row (the transpose, D(D+1)/2 + D FMAs, shared loads of Psym); this one ~3.
+// H200, B = 2^21, clean L2: energy 40.9 -> 37.2 us (83% -> 90% of the memory floor), score as fast
+// as before (71.0 / 70.4 us); under do_bench both sit where a harmonic energy does (41-42 us).
+// Layout: lane (g, t) = (lane / 4, lane % 4) loads columns 4t..4t+3 of rows g and g + 8 as it
+// stands in memory (16-byte loads, 512 contiguous bytes a warp instruction). The mma's k and n
+// indices are permuted so that this is already its A fragment and so that its accumulators hold
+// Y at the same columns: k-step s reads columns 4t + 2s and 4t + 2s + 1, n-tile n writes
+// columns 4t + 2n and 4t + 2n + 1. Psym's fragments (permuted the same way, split hi/lo) sit in
+// 16 registers for the whole kernel. Energy: ½ Σ dⱼYⱼ over the lane's 4 columns, summed over the
+// 4 lanes of a row; score: −Y, stored as x was loaded.
+namespace tc16 {
+// Logical column c (0..7) of k-step s / n-tile n -> column of the row in memory.
+__host__ __device__ constexpr int k_column(int s, int c) { return 4 * (c & 3) + 2 * s + (c >> 2); }
+__host__ __device__ constexpr int n_column(int n, int c) { return 4 * (c >> 1) + 2 * n + (c & 1); }
+
+// v ≈ hi + lo, both TF32 (the top 19 bits of a float32): hi is v rounded to TF32 (half away from
+// zero, by integer ops rather than cvt.rna.tf32, a conversion-unit instruction), lo the exact rest,
+// truncated to TF32 (|error| < 2⁻²¹|v|).
+struct Split {
+  uint32_t hi, lo;
+  __device__ __forceinline__ explicit Split(float v)
+      : hi((jk::same_bits<uint32_t>(v) + 0x1000u) & 0xffffe000u),
+        lo(jk::same_bits<uint32_t>(v - jk::same_bits<float>(hi)) & 0xffffe000u) {}
+  Split() = default;
+};
+
+// c += a·b for one 16x8x8 step.
+__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+}  // namespace tc16
+
+// U: 16-row tiles per warp and trip.
+template <bool kScore, int U>
+__global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __restrict__ x,
+                                                             const float* __restrict__ mean,
+                                                             const float* __restrict__ prec, float* __restrict__ out,
+                                                             int64_t B) {
+  using tc16::Split;
+  constexpr int kRows = 16 * U;  // rows per warp and trip
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float4 mu = *reinterpret_cast<const float4*>(mean + 4 * t);
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
+  // The rows base + 16u + g + 8h, columns 4t..4t+3 (zeros past B).
+  const auto load_rows = [&](float4 (&v)[U][2], int64_t base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = base + 16 * u + g + 8 * h;
+        v[u][h] = row < B ? load16<float4, !kScore>(x + row * 16 + 4 * t) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+  };
+  // Energies: software pipeline, as in gaussian_tile_kernel: the next trip's rows load during this
+  // trip's math, so a warp always has loads in flight (the first version, without it and with cvt
+  // splits, took 45.1 us where the FMA kernel took 40.9, clean L2, H200). Scores load at the top of
+  // the trip: their stores keep memory busy meanwhile.
+  float4 next[U][2];
+  if constexpr (!kScore) load_rows(next, warp * kRows);
+  // Psym fragments: b[s][n][h] = Psym[k_column(s, t + 4h)][n_column(n, g)], split hi/lo
+  // (set up while the first rows load).
+  Split b[2][2][2];
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = tc16::k_column(s, t + 4 * h), j = tc16::n_column(n, g);
+        b[s][n][h] = Split(0.5f * (prec[i * 16 + j] + prec[j * 16 + i]));
+      }
+    }
+  }
+  for (int64_t base = warp * kRows; base < B; base += stride) {
+    float4 v[U][2];
+    if constexpr (kScore) {
+      load_rows(v, base);
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) v[u][0] = next[u][0], v[u][1] = next[u][1];
+      load_rows(next, base + stride);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float d[2][4];  // d[h][c] = (x − μ) at row g + 8h, column 4t + c
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        d[h][0] = v[u][h].x - mu.x;
+        d[h][1] = v[u][h].y - mu.y;
+        d[h][2] = v[u][h].z - mu.z;
+        d[h][3] = v[u][h].w - mu.w;
+      }
+      float y[2][4] = {};  // y[n] = accumulators of n-tile n: (g, 4t+2n), (g, 4t+2n+1), (g+8, ...), (g+8, ...)
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        // A fragment of k-step s: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4) = columns 4t + 2s, 4t + 2s + 1
+        const Split a0(d[0][2 * s]), a1(d[1][2 * s]), a2(d[0][2 * s + 1]), a3(d[1][2 * s + 1]);
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          tc16::mma(y[n], a0.lo, a1.lo, a2.lo, a3.lo, b[s][n][0].hi, b[s][n][1].hi);
+          tc16::mma(y[n], a0.hi, a1.hi, a2.hi, a3.hi, b[s][n][0].lo, b[s][n][1].lo);
+          tc16::mma(y[n], a0.hi, a1.hi, a2.hi, a3.hi, b[s][n][0].hi, b[s][n][1].hi);
+        }
+      }
+      if constexpr (kScore) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = base + 16 * u + g + 8 * h;
+          if (row < B) {
+            *reinterpret_cast<float4*>(out + row * 16 + 4 * t) =
+                make_float4(-y[0][2 * h], -y[0][2 * h + 1], -y[1][2 * h], -y[1][2 * h + 1]);
+          }
+        }
+      } else {
+        float e[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          e[h] = d[h][0] * y[0][2 * h] + d[h][1] * y[0][2 * h + 1] + d[h][2] * y[1][2 * h] + d[h][3] * y[1][2 * h + 1];
+          e[h] += __shfl_xor_sync(kFullMask, e[h], 1);
+          e[h] += __shfl_xor_sync(kFullMask, e[h], 2);
+        }
+        // Lane t = 0 stores row g, lane t = 1 row g + 8.
+        const int64_t row = base + 16 * u + g + 8 * t;
+        if (t < 2 && row < B) out[row] = 0.5f * (t == 0 ? e[0] : e[1]);
+      }
+    }
+  }
+}
+
+// Whether this build holds the tensor-core kernel for the current device (its code came from
+// PTX or SASS of sm_80 or later; a build for older archs alone compiles the mma out).
+template <typename Kernel>
+bool built_for_sm80(Kernel kernel) {
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();  // no image for this device: clear the error, or the next launch check reports it
+    return false;
+  }
+  return attributes.ptxVersion >= 80;
+}
+
+// True when it launched (float32, D = 16, 16-byte aligned x, mean and score, a build with sm_80
+// code). Rows per warp and trip: 2 tiles of 16 for energies (their pipeline holds two sets, and 4
+// measured no faster: 37.8 against 37.2 us, clean L2, H200), 4 for scores.
+bool launch_gaussian16_mma(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& prec,
+                           const at::Tensor& out, bool score) {
+  constexpr int kEnergyTiles = 2, kScoreTiles = 4, kThreads = 256;
+  static const bool available = built_for_sm80(gaussian16_mma_kernel<true, kScoreTiles>);
+  if (!available || !aligned16(x.const_data_ptr()) || !aligned16(mean.const_data_ptr()) ||
+      (score && !aligned16(out.data_ptr()))) {
+    return false;
+  }
+  const auto kernel = score ? gaussian16_mma_kernel<true, kScoreTiles> : gaussian16_mma_kernel<false, kEnergyTiles>;
+  const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 16 * (score ? kScoreTiles : kEnergyTiles);
+  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
+  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      x.const_data_ptr<float>(), mean.const_data_ptr<float>(), prec.const_data_ptr<float>(),
+      out.mutable_data_ptr<float>(), B);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
 template <typename T, int V, int G, bool kScore>
 void launch_gaussian_tile(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& prec, const at::Tensor& out) {
   constexpr int K = G >= 4 ? 1 : 4 / G, kThreads = 256;
@@ -908,6 +1083,9 @@ void gaussian_rows_cuda(const at::Tensor& x, const at::Tensor& mean, const at::T
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_gaussian_cuda", [&] {
     using T = scalar_t;
     constexpr int kV = 16 / sizeof(T);
+    if constexpr (std::is_same_v<T, float>) {
+      if (D == 16 && launch_gaussian16_mma(x, mean, prec, out, score)) return;
+    }
     const auto tile = [&](auto groups) {
       constexpr int G = decltype(groups)::value;
       score ? launch_gaussian_tile<T, kV, G, true>(x, mean, prec, out)

@@ -49,6 +49,9 @@ def gaussian_energy(x: torch.Tensor, mean: torch.Tensor, precision: torch.Tensor
     Only ½(P + Pᵀ) matters, so P need not be symmetric. Any D: rows up to D = 64 are done in
     one pass over x, wider ones through a matrix product. Differentiable in x, mean, precision.
     dtypes: float32, float64, float16, bfloat16 (float32 accumulation); all three tensors alike.
+    On GPUs of compute capability 8.0 and later, float32 rows of D = 16 go through the tensor cores,
+    each operand split into two TF32 parts (three products): relative error ~1e-6, against ~1e-7
+    for float32 FMAs (the same holds for gaussian_score).
     """
     return _ops.gaussian_energy(x, mean, precision)
 
