@@ -135,11 +135,13 @@ def test_noise_does_not_depend_on_the_code_path(device):
 
 
 @needs_cuda
-@pytest.mark.parametrize("shape", [(4096, 1, 4), (1000, 3, 1), (3, 7, 4000), (2, 4, 1028), (300, 16, 2048)])
+@pytest.mark.parametrize("shape", [(4096, 1, 4), (1000, 3, 1), (3, 7, 4000), (2, 4, 1028), (300, 16, 2048),
+                                   (1200, 16, 2048)])
 def test_step_noise_and_rows_on_cuda(shape):
-    """Per-row timesteps: a block's rows come from a shared table whose size caps the block (many short
-    rows: small blocks); the unrolled loop has tails. The noise of element i is the same whatever the
-    block layout: per-row t (all equal) draws exactly what a scalar t draws."""
+    """Per-row timesteps: rows from 3 to 32768 elements (a block meets many rows or part of one); the
+    unrolled loop has tails, and 1200x16x2048 needs more tiles than the grid has blocks (grid-stride).
+    The noise of element i is the same whatever the block layout: per-row t (all equal) draws exactly
+    what a scalar t draws."""
     sched = D.ddpm_schedule(100, device="cuda")
     m, x, z = step_inputs(shape, torch.float32, "cuda")
     t = torch.randint(1, 100, (shape[0],), device="cuda")

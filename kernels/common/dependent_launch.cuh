@@ -37,22 +37,30 @@ __device__ __forceinline__ void let_next_kernel_launch() {
 #endif
 }
 
-// Whether `kernel` was compiled with the griddepcontrol instructions (PTX for sm_90 or newer) for the
-// current device: only then may it be launched as a dependent (a kernel without the wait would run
-// alongside the previous one). One family's kernels share their PTX version, so the answer is kept per
-// kernel signature and device, asked once.
+// The PTX version (virtual arch, e.g. 90) that `kernel`'s code for the current device came from: what
+// decides which instructions it holds (a build for older archs alone compiles newer ones out). One
+// family's kernels share it (one arch list per build), so it is kept per kernel signature and device,
+// asked once.
 template <typename... Params>
-bool dependent_launch_ok(void (*kernel)(Params...), int device) {
-  static std::atomic<int> known[64];  // 0: not asked yet, 1: no, 2: yes
-  if (device < 0 || device >= 64) return false;
-  int state = known[device].load(std::memory_order_relaxed);
-  if (state == 0) {
+int ptx_version(void (*kernel)(Params...), int device) {
+  static std::atomic<int> known[64];  // 0: not asked yet
+  if (device < 0 || device >= 64) return 0;
+  int version = known[device].load(std::memory_order_relaxed);
+  if (version == 0) {
     cudaFuncAttributes attributes;
     C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-    state = attributes.ptxVersion >= 90 ? 2 : 1;
-    known[device].store(state, std::memory_order_relaxed);
+    version = attributes.ptxVersion;
+    known[device].store(version, std::memory_order_relaxed);
   }
-  return state == 2;
+  return version;
+}
+
+// Whether `kernel` holds the griddepcontrol instructions (PTX for sm_90 or newer) for the current
+// device: only then may it be launched as a dependent (a kernel without the wait would run alongside
+// the previous one).
+template <typename... Params>
+bool dependent_launch_ok(void (*kernel)(Params...), int device) {
+  return ptx_version(kernel, device) >= 90;
 }
 
 // kernel<<<grid, block, 0, stream>>>(args...) as a dependent of the stream's previous kernel.

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "dependent_launch.cuh"
 #include "ebm.h"
 #include "elementwise.cuh"
 #include "philox_cuda.cuh"
@@ -1031,27 +1032,15 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __rest
   }
 }
 
-// Whether this build holds the tensor-core kernel for the current device (its code came from
-// PTX or SASS of sm_80 or later; a build for older archs alone compiles the mma out).
-template <typename Kernel>
-bool built_for_sm80(Kernel kernel) {
-  cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess) {
-    (void)cudaGetLastError();  // no image for this device: clear the error, or the next launch check reports it
-    return false;
-  }
-  return attributes.ptxVersion >= 80;
-}
-
 // True when it launched (float32, D = 16, 16-byte aligned x, mean and score, a build with sm_80
 // code). Rows per warp and trip: 2 tiles of 16 for energies (their pipeline holds two sets, and 4
 // measured no faster: 37.8 against 37.2 us, clean L2, H200), 4 for scores.
 bool launch_gaussian16_mma(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& prec,
                            const at::Tensor& out, bool score) {
   constexpr int kEnergyTiles = 2, kScoreTiles = 4, kThreads = 256;
-  static const bool available = built_for_sm80(gaussian16_mma_kernel<true, kScoreTiles>);
-  if (!available || !aligned16(x.const_data_ptr()) || !aligned16(mean.const_data_ptr()) ||
-      (score && !aligned16(out.data_ptr()))) {
+  // A build for archs before sm_80 alone compiles the mma out.
+  if (jk::ptx_version(gaussian16_mma_kernel<true, kScoreTiles>, x.get_device()) < 80 ||
+      !aligned16(x.const_data_ptr()) || !aligned16(mean.const_data_ptr()) || (score && !aligned16(out.data_ptr()))) {
     return false;
   }
   const auto kernel = score ? gaussian16_mma_kernel<true, kScoreTiles> : gaussian16_mma_kernel<false, kEnergyTiles>;
