@@ -96,6 +96,7 @@ def run_case(case, device: str, floor_rate: float) -> dict:
     row = {"family": case.family, "op": case.op, "shape": case.shape, "dtype": case.dtype, "note": case.note,
            "bytes": case.bytes, "flops": case.flops, **case.extra}
     row["ours_us"] = time_us(lambda: case.ours(*case.args), device)
+    compiled = None
     if case.reference is not None:
         row["eager_us"] = time_us(lambda: case.reference(*case.args), device)
         if case.compile:
@@ -115,6 +116,9 @@ def run_case(case, device: str, floor_rate: float) -> dict:
         if device == "cuda":
             row["ours_clean_us"] = time_us_clean_l2(lambda: case.ours(*case.args))
             row["of_floor_clean"] = row["floor_us"] / row["ours_clean_us"]
+            if "compile_us" in row:  # torch.compile under the same clean flush, for a like-for-like ratio
+                row["compile_clean_us"] = time_us_clean_l2(lambda: compiled(*case.args))
+                row["vs_compile_clean"] = row["compile_clean_us"] / row["ours_clean_us"]
         row["copy_us"] = same_size_copy_us(case.bytes, device)
         row["of_copy"] = row["copy_us"] / row["ours_us"]
     if case.flops:
@@ -149,10 +153,11 @@ def markdown(env: dict, rows: list[dict]) -> str:
              "(half read, half written; timed the same way) over our time. All of these are timed by triton's do_bench, "
              "which flushes the L2 by writing 256 MB before each call (so each call also writes back the flush's dirty "
              "lines); '% floor, clean L2' is the floor over our time with the L2 flushed by reading instead "
-             "(the op's own traffic only; benchmarks/run.py: time_us_clean_l2).", "",
+             "(the op's own traffic only, as in the copy the floor comes from; benchmarks/run.py: time_us_clean_l2), "
+             "and '× compile, clean L2' the torch.compile ratio timed that way too.", "",
              "| family | op | shape | dtype | ours µs | eager µs | compile µs | × eager | × compile | floor µs | % floor | "
-             "% copy | % floor, clean L2 | TFLOP/s | note |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "% copy | % floor, clean L2 | × compile, clean L2 | TFLOP/s | note |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         pct = r.get("of_floor")
         lines.append(
@@ -162,7 +167,7 @@ def markdown(env: dict, rows: list[dict]) -> str:
             f"{_fmt(r.get('floor_us'), '.1f')} | {_fmt(pct * 100 if pct else None, '.0f')} | "
             f"{_fmt(r['of_copy'] * 100 if r.get('of_copy') else None, '.0f')} | "
             f"{_fmt(r['of_floor_clean'] * 100 if r.get('of_floor_clean') else None, '.0f')} | "
-            f"{_fmt(r.get('tflops'), '.2f')} | {r.get('note', '')}{' ' + r['compile_error'] if 'compile_error' in r else ''} |")
+            f"{_fmt(r.get('vs_compile_clean'), '.2f')} | {_fmt(r.get('tflops'), '.2f')} | {r.get('note', '')}{' ' + r['compile_error'] if 'compile_error' in r else ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -243,6 +248,7 @@ def main() -> int:
                   f"compile {_fmt(row.get('compile_us'), '9.1f')}  floor% {_fmt((row.get('of_floor') or 0) * 100, '4.0f')}"
                   f"  copy% {_fmt((row.get('of_copy') or 0) * 100, '4.0f')}"
                   f"  clean-L2 floor% {_fmt((row.get('of_floor_clean') or 0) * 100, '4.0f')}"
+                  f" x compile {_fmt(row.get('vs_compile_clean'), '.2f')}"
                   f"  {row.get('note', '')}", flush=True)
         torch.cuda.empty_cache() if device == "cuda" else None
     if args.match:
