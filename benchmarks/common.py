@@ -18,5 +18,6 @@ class Case:
     flops: int = 0            # arithmetic the op must do (0 when memory-bound)
     compile: bool = True      # also time torch.compile(reference)
     random: bool = False      # draws random numbers: outputs can't be compared with the reference's
+    launch_bound: bool = False  # also time calls back to back in a loop (host time per call included)
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

@@ -42,6 +42,24 @@ def time_us(fn, device: str) -> float:
     return statistics.median(runs) * 1e6
 
 
+def time_us_loop(fn, calls: int = 200, rounds: int = 5) -> float:
+    """Microseconds per call over `calls` calls made back to back and synchronised once (median of
+    `rounds`): what a Python loop calling the op sees. For launch-bound sizes that is the host's time
+    per call (argument checks, torch.compile's guards, launches), which do_bench's per-call events
+    see only in part (how much depends on how long the flush before each call keeps the GPU busy)."""
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    per_call = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        per_call.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(per_call)
+
+
 _clean_flush: list = []
 
 
@@ -121,6 +139,15 @@ def run_case(case, device: str, floor_rate: float) -> dict:
                 row["vs_compile_clean"] = row["compile_clean_us"] / row["ours_clean_us"]
         row["copy_us"] = same_size_copy_us(case.bytes, device)
         row["of_copy"] = row["copy_us"] / row["ours_us"]
+    if case.launch_bound and device == "cuda":
+        row["ours_loop_us"] = time_us_loop(lambda: case.ours(*case.args))
+        if case.reference is not None:
+            row["eager_loop_us"] = time_us_loop(lambda: case.reference(*case.args))
+        if compiled is not None:
+            row["compile_loop_us"] = time_us_loop(lambda: compiled(*case.args))
+        for base in ("eager", "compile"):
+            if f"{base}_loop_us" in row:
+                row[f"vs_{base}_loop"] = row[f"{base}_loop_us"] / row["ours_loop_us"]
     if case.flops:
         row["tflops"] = case.flops / (row["ours_us"] * 1e-6) / 1e12
     for base in ("eager", "compile"):
@@ -168,6 +195,16 @@ def markdown(env: dict, rows: list[dict]) -> str:
             f"{_fmt(r['of_copy'] * 100 if r.get('of_copy') else None, '.0f')} | "
             f"{_fmt(r['of_floor_clean'] * 100 if r.get('of_floor_clean') else None, '.0f')} | "
             f"{_fmt(r.get('vs_compile_clean'), '.2f')} | {_fmt(r.get('tflops'), '.2f')} | {r.get('note', '')}{' ' + r['compile_error'] if 'compile_error' in r else ''} |")
+    looped = [r for r in rows if r.get("ours_loop_us")]
+    if looped:
+        lines += ["", "Launch-bound cases, timed as a loop sees them (benchmarks/run.py: time_us_loop; µs per call "
+                  "of 200 back-to-back calls, host time included):", "",
+                  "| family | op | shape | dtype | ours µs | eager µs | compile µs | × eager | × compile |",
+                  "|---|---|---|---|---:|---:|---:|---:|---:|"]
+        for r in looped:
+            lines.append(f"| {r['family']} | {r['op']} | {r['shape']} | {r['dtype']} | {_fmt(r['ours_loop_us'], '.1f')} | "
+                         f"{_fmt(r.get('eager_loop_us'), '.1f')} | {_fmt(r.get('compile_loop_us'), '.1f')} | "
+                         f"{_fmt(r.get('vs_eager_loop'), '.2f')} | {_fmt(r.get('vs_compile_loop'), '.2f')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -243,12 +280,14 @@ def main() -> int:
                 row = {"family": family, "op": case.op, "shape": case.shape, "dtype": case.dtype,
                        "note": f"FAILED: {type(exc).__name__}: {str(exc)[:200]}"}
             rows.append(row)
+            loop = (f"  loop: ours {row['ours_loop_us']:.1f} eager {_fmt(row.get('eager_loop_us'), '.1f')} "
+                    f"compile {_fmt(row.get('compile_loop_us'), '.1f')}" if row.get("ours_loop_us") else "")
             print(f"{row['family']:10s} {row['op']:24s} {row['shape']:24s} {row['dtype']:9s} "
                   f"ours {_fmt(row.get('ours_us'), '9.1f')}  eager {_fmt(row.get('eager_us'), '9.1f')}  "
                   f"compile {_fmt(row.get('compile_us'), '9.1f')}  floor% {_fmt((row.get('of_floor') or 0) * 100, '4.0f')}"
                   f"  copy% {_fmt((row.get('of_copy') or 0) * 100, '4.0f')}"
                   f"  clean-L2 floor% {_fmt((row.get('of_floor_clean') or 0) * 100, '4.0f')}"
-                  f" x compile {_fmt(row.get('vs_compile_clean'), '.2f')}"
+                  f" x compile {_fmt(row.get('vs_compile_clean'), '.2f')}{loop}"
                   f"  {row.get('note', '')}", flush=True)
         torch.cuda.empty_cache() if device == "cuda" else None
     if args.match:
