@@ -101,7 +101,7 @@ def test_gaussian_energy_and_score(device, dtype, D):
 
 @needs_cuda
 @pytest.mark.parametrize("rows", [1, 15, 17, 1000, 2**18 + 5])
-def test_gaussian_d16_float32_tiles_and_alignment(rows):
+def test_gaussian_d16_float32_tiles_and_alignment_on_cuda(rows):
     """float32 rows of 16 take the tensor-core kernel when x and mean are 16-byte aligned, the FMA
     kernel otherwise: every row of partial 16-row tiles, several grid-stride trips, both paths."""
     precision = spd(16, torch.float32, "cuda")
