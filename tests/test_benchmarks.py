@@ -1,0 +1,32 @@
+"""benchmarks/run.py on the CPU: a case's row (ours, eager, the floor) and the Markdown it renders.
+The GPU-only timings (clean L2, loop) are exercised through the table they feed."""
+import dataclasses
+
+import pytest
+
+from benchmarks import cases_fused, run
+
+
+def test_run_case_times_ours_and_eager_against_the_floor():
+    case = dataclasses.replace(cases_fused.cases("cpu", small=True)[0], compile=False)  # no inductor build
+    row = run.run_case(case, "cpu", floor_rate=10.0)
+    assert row["ours_us"] > 0 and row["eager_us"] > 0
+    assert row["floor_us"] == pytest.approx(case.bytes / 10e9 * 1e6)
+    assert row["of_floor"] == pytest.approx(row["floor_us"] / row["ours_us"])
+    assert row["vs_eager"] == pytest.approx(row["eager_us"] / row["ours_us"])
+    assert "compile_us" not in row and "ours_clean_us" not in row and "ours_loop_us" not in row
+
+
+def test_markdown_shows_both_floor_readings_and_the_loop_table():
+    env = {"device": "GPU", "torch": "t", "cuda": "c", "nvcc": "n", "python": "p", "date": "d", "copy_rate_gbps": 1e3}
+    rows = [{"family": "fused", "op": "relu_add", "shape": "2^26", "dtype": "float32", "ours_us": 200.0,
+             "of_floor": 0.8, "of_floor_clean": 0.97, "vs_compile_clean": 1.25},
+            {"family": "sampling", "op": "normal", "shape": "n=1024 d=10", "dtype": "float32", "ours_us": 5.0,
+             "ours_loop_us": 13.0, "eager_loop_us": 39.0, "compile_loop_us": 65.0, "vs_eager_loop": 3.0,
+             "vs_compile_loop": 5.0}]
+    table = run.markdown(env, rows)
+    relu_add = next(line for line in table.splitlines() if line.startswith("| fused"))
+    assert "| 80 |" in relu_add and "| 97 | 1.25 |" in relu_add
+    loop_rows = table.split("Launch-bound cases")[1].splitlines()
+    assert "| sampling | normal | n=1024 d=10 | float32 | 13.0 | 39.0 | 65.0 | 3.00 | 5.00 |" in loop_rows
+    assert "Launch-bound cases" not in run.markdown(env, rows[:1])
