@@ -58,7 +58,7 @@ def _step_cases(D, R, device, small):
         ours, note = graph.replay, "ours: time per step replayed from a captured CUDA graph (fresh noise each replay)"
     cases.append(Case(FAMILY, "ddpm_step", "1x16x2 (launch-bound)", "float32", ours=lambda: ours(),
                       reference=lambda: R.ddpm_step(sm, st, sx, sched100), args=(), bytes=3 * sm.numel() * 4,
-                      note=note, random=True, extra={"cuda_graph": device == "cuda"}))
+                      note=note, random=True, launch_bound=True, extra={"cuda_graph": device == "cuda"}))
     return cases
 
 
@@ -79,7 +79,7 @@ def _conv_cases(D, R, device, small):
         cases.append(Case(FAMILY, "conv1d_gn_mish", f"B={B} C={cin}->{cout} L={L} K={K} G={G}", str(dtype)[6:],
                           ours=lambda *a, G=G: D.conv1d_gn_mish(*a, G),
                           reference=lambda *a, G=G: R.conv1d_gn_mish(*a, G),
-                          args=(x, w, b, gw, gb), bytes=moved, flops=2 * B * cout * L * cin * K,
+                          args=(x, w, b, gw, gb), bytes=moved, flops=2 * B * cout * L * cin * K, launch_bound=B == 1,
                           note="eager/compile convolutions follow torch.backends.cudnn.allow_tf32 (default on)"))
     return cases
 
