@@ -136,7 +136,6 @@ def run_case(case, device: str, floor_rate: float) -> dict:
             row["of_floor_clean"] = row["floor_us"] / row["ours_clean_us"]
             if "compile_us" in row:  # torch.compile under the same clean flush, for a like-for-like ratio
                 row["compile_clean_us"] = time_us_clean_l2(lambda: compiled(*case.args))
-                row["vs_compile_clean"] = row["compile_clean_us"] / row["ours_clean_us"]
         row["copy_us"] = same_size_copy_us(case.bytes, device)
         row["of_copy"] = row["copy_us"] / row["ours_us"]
     if case.launch_bound and device == "cuda":
@@ -145,14 +144,13 @@ def run_case(case, device: str, floor_rate: float) -> dict:
             row["eager_loop_us"] = time_us_loop(lambda: case.reference(*case.args))
         if compiled is not None:
             row["compile_loop_us"] = time_us_loop(lambda: compiled(*case.args))
-        for base in ("eager", "compile"):
-            if f"{base}_loop_us" in row:
-                row[f"vs_{base}_loop"] = row[f"{base}_loop_us"] / row["ours_loop_us"]
     if case.flops:
         row["tflops"] = case.flops / (row["ours_us"] * 1e-6) / 1e12
+    # How many times faster ours is, each timing against the same timing: vs_eager, vs_compile_clean, ...
     for base in ("eager", "compile"):
-        if f"{base}_us" in row:
-            row[f"vs_{base}"] = row[f"{base}_us"] / row["ours_us"]
+        for timing in ("", "_clean", "_loop"):
+            if f"{base}{timing}_us" in row:
+                row[f"vs_{base}{timing}"] = row[f"{base}{timing}_us"] / row[f"ours{timing}_us"]
     return row
 
 
