@@ -895,9 +895,9 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
 // Y = d·Psym (16 x 16, d = x − μ) with mma.m16n8k8 in TF32. For float32 accuracy each operand is
 // split into two TF32 parts and three of the four products are summed in float32 (d·P ≈ dₕPₕ + dₕPₗ
 // + dₗPₕ: relative error ~2⁻²¹, against the 2⁻²⁴ of float32 FMAs). Infinite inputs give NaN here
-// (inf − inf in the split), where the FMA kernel may give ±inf. The thread-per-row kernel above issues ~14 warp
-// instructions per row (sm_90 SASS: the transpose, D(D+1)/2 + D FMAs, shared loads of Psym); this one
-// ~8, half of them the TF32 splits.
+// (inf − inf in the split), where the FMA kernel may give ±inf. The thread-per-row kernel above
+// issues ~14 warp instructions per row (sm_90 SASS: the transpose, D(D+1)/2 + D FMAs, shared loads
+// of Psym); this one ~8, half of them the TF32 splits.
 // H200, B = 2^21, clean L2: energy 40.9 -> 37.2 us (83% -> 90% of the memory floor), score as fast
 // as before (71.0 / 70.4 us); under do_bench both sit where a harmonic energy does (41-42 us).
 // Layout: lane (g, t) = (lane / 4, lane % 4) loads columns 4t..4t+3 of rows g and g + 8 as it
