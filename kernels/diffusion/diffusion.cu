@@ -111,6 +111,8 @@ struct StepCoefFn {
   bool is_ddim;
 
   C10_HOST_DEVICE bool per_row() const { return is_ddim ? ddim.per_row() : ddpm.per_row(); }
+  C10_HOST_DEVICE const double* schedule() const { return is_ddim ? ddim.schedule : ddpm.schedule; }
+  C10_HOST_DEVICE int64_t num_timesteps() const { return is_ddim ? ddim.num_timesteps : ddpm.num_timesteps; }
   template <typename acc_t>
   __device__ StepCoefs<acc_t> get(int64_t row) const {
     return is_ddim ? ddim.template get<acc_t>(row) : ddpm.template get<acc_t>(row);
@@ -124,6 +126,14 @@ struct StepCoefFn {
 template <typename acc_t>
 __global__ void step_coefs_kernel(StepCoefs<acc_t>* __restrict__ table, int64_t rows, StepCoefFn fn) {
   jk::let_next_kernel_launch();
+  // A row's schedule values are read after its timestep (a dependent load): bring the whole schedule
+  // (64 KB for 1000 steps) into L2 alongside the timestep loads, so that second load hits L2. Session
+  // 19, H200, 256x16x2048 ddpm_step: 32.6 -> 32.0 us under do_bench (clean L2: 28.3 -> 28.2, noise).
+  const char* schedule = reinterpret_cast<const char*>(fn.schedule());
+  const int64_t schedule_lines = (fn.num_timesteps() * kScheduleCols * int64_t{sizeof(double)} + 127) / 128;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < schedule_lines;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    prefetch_l2(schedule + 128 * i);
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r < rows) table[r] = fn.template get<acc_t>(r);
 }
