@@ -244,9 +244,10 @@ __global__ void __launch_bounds__(kStepThreads)
           o.v[e] = static_cast<scalar_t>(
               step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
         }
-      } else {
+      } else {  // the last item may run past n: its row (and coefficient table entry) does not exist
 #pragma unroll
         for (int e = 0; e < kItem; ++e) {
+          if (i0 + e >= n) break;
           o.v[e] = static_cast<scalar_t>(step_element(lookup.at(i0 + e), static_cast<acc_t>(mv[u].v[e]),
                                                       static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
         }
