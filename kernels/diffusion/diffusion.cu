@@ -130,14 +130,13 @@ __global__ void step_coefs_kernel(StepCoefs<acc_t>* __restrict__ table, int64_t 
   // (64 KB for 1000 steps) into L2 alongside the timestep loads, so that second load hits L2. Session
   // 19, H200, 256x16x2048 ddpm_step: 32.6 -> 32.0 us under do_bench (clean L2: 28.3 -> 28.2, noise).
   // Only while that is a few prefetches per thread (a schedule of thousands of steps is not worth it).
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const char* schedule = reinterpret_cast<const char*>(fn.schedule());
   const int64_t schedule_lines = (fn.num_timesteps() * kScheduleCols * int64_t{sizeof(double)} + 127) / 128;
   const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
   if (schedule_lines <= 8 * threads) {
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < schedule_lines; i += threads)
-      prefetch_l2(schedule + 128 * i);
+    for (int64_t i = r; i < schedule_lines; i += threads) prefetch_l2(schedule + 128 * i);
   }
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r < rows) table[r] = fn.template get<acc_t>(r);
 }
 
