@@ -727,6 +727,16 @@ __device__ __forceinline__ void warp_transpose(uint4* __restrict__ buffer, uint4
   for (int u = 0; u < G; ++u) c[u] = buffer[(l * kRpw + g) * G + (u ^ l)];
 }
 
+// A lane group's transpose of its G rows: through the warp's shared buffer when kShared, else by shuffles.
+template <int G, bool kShared>
+__device__ __forceinline__ void transpose_rows(uint4* __restrict__ buffer, uint4 (&c)[G], int l, int g) {
+  if constexpr (kShared) {
+    warp_transpose<G>(buffer, c, l, g);
+  } else {
+    group_transpose<G>(c, l);
+  }
+}
+
 // Upper triangle of a D × D matrix packed by rows for vector loads of N: row i keeps the
 // columns from floor(i / N)·N on (the ones left of i are zero), so every row starts aligned.
 template <int D, int N>
@@ -820,11 +830,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
     A d[K][D];  // d = x − μ of this lane's rows base + (k·G + l)·kRpw + g
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      if constexpr (kSharedTranspose) {
-        warp_transpose<G>(buffer, c[k], l, g);
-      } else {
-        group_transpose<G>(c[k], l);
-      }
+      transpose_rows<G, kSharedTranspose>(buffer, c[k], l, g);
 #pragma unroll
       for (int u = 0; u < G; ++u) {
         const Vec v = *reinterpret_cast<const Vec*>(&c[k][u]);
@@ -876,11 +882,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
           for (int j = 0; j < V; ++j) v.val[j] = static_cast<T>(-y[k][u * V + j]);
           o[u] = *reinterpret_cast<const uint4*>(&v);
         }
-        if constexpr (kSharedTranspose) {
-          warp_transpose<G>(buffer, o, l, g);
-        } else {
-          group_transpose<G>(o, l);
-        }
+        transpose_rows<G, kSharedTranspose>(buffer, o, l, g);
 #pragma unroll
         for (int u = 0; u < G; ++u) {
           const int64_t row = base + (k * G + u) * kRpw + g;
