@@ -15,6 +15,7 @@ cache miss or the CLI imports. Run `python loader.py --help` for the CLI.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -294,46 +295,56 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     a warm load of `fused`; ebm registers seven); this registers the same Autograd kernel without it.
     As in torch's: the forward re-dispatches below autograd with the keyset the dispatcher passed,
     setup_context sees every input with its default filled in, and backward sees needs_input_grad for
-    the op's inputs only. ops.py files get it from the loader, beside NAMESPACE."""
-    namespace, name = qualname.split("::")
-    op = getattr(getattr(torch.ops, namespace), name).default
-    arguments = op._schema.arguments
+    the op's inputs only. ops.py files get it from the loader, beside NAMESPACE.
+    Looking up the op and making its autograd.Function wait for the op's first call: on the GPU machine
+    they were 0.4 of the 0.56 ms this took per op at load (session 20), and a family's unused ops never
+    pay them."""
+    arguments = torch._C._get_schema(qualname, "").arguments
     if any(argument.kwarg_only for argument in arguments):
         raise NotImplementedError(f"{qualname} has keyword-only arguments: use torch.library.register_autograd")
+    namespace, name = qualname.split("::")
 
-    def below_autograd(keyset, args):
-        with torch._C._AutoDispatchBelowAutograd():
-            return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+    @functools.cache
+    def op_and_function():
+        op = getattr(getattr(torch.ops, namespace), name).default
 
-    def forward(ctx, *inputs):
-        *args, keyset = inputs  # the keyset rides last, so backward returns None for it
-        output = below_autograd(keyset, args)
-        setup_context(ctx=ctx, inputs=tuple(args), output=output)
-        return output
+        def forward(ctx, *inputs):
+            *args, keyset = inputs  # the keyset rides last, so backward returns None for it
+            output = _below_autograd(op, keyset, args)
+            setup_context(ctx=ctx, inputs=tuple(args), output=output)
+            return output
 
-    def backward_without_keyset(ctx, *grads):
-        needs_input_grad = ctx.needs_input_grad
-        ctx.needs_input_grad = needs_input_grad[:-1]
-        try:
-            grads_in = backward(ctx, *grads)
-        finally:
-            ctx.needs_input_grad = needs_input_grad
-        return (*grads_in, None) if isinstance(grads_in, tuple) else (grads_in, None)
+        def backward_without_keyset(ctx, *grads):
+            needs_input_grad = ctx.needs_input_grad
+            ctx.needs_input_grad = needs_input_grad[:-1]
+            try:
+                grads_in = backward(ctx, *grads)
+            finally:
+                ctx.needs_input_grad = needs_input_grad
+            return (*grads_in, None) if isinstance(grads_in, tuple) else (grads_in, None)
 
-    function = type(f"{name}_backward", (torch.autograd.Function,),
-                    {"forward": staticmethod(forward), "backward": staticmethod(backward_without_keyset)})
+        function = type(f"{name}_backward", (torch.autograd.Function,),
+                        {"forward": staticmethod(forward), "backward": staticmethod(backward_without_keyset)})
+        return op, function
 
     def autograd_kernel(keyset, *args):
         if len(args) < len(arguments):  # the dispatcher drops trailing arguments equal to their defaults
             args += tuple(argument.default_value for argument in arguments[len(args):])
+        op, function = op_and_function()
         if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
             return function.apply(*args, keyset)
-        return below_autograd(keyset, args)
+        return _below_autograd(op, keyset, args)
 
     library = _autograd_libraries.get(namespace)
     if library is None:
         library = _autograd_libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
     library.impl(name, autograd_kernel, "Autograd", with_keyset=True)
+
+
+def _below_autograd(op, keyset, args):
+    """op(*args) re-dispatched below the Autograd key (register_autograd's kernels)."""
+    with torch._C._AutoDispatchBelowAutograd():
+        return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
 
 def _exec_module(module_name: str, path: Path, injected: dict) -> types.ModuleType:
