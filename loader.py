@@ -168,7 +168,6 @@ class _Spec:
         self.common = _common_dir(root)
         self.cuda = _cuda_wanted(self.dir) if cuda is None else cuda and (self.dir / f"{name}.cu").is_file()
         self.arch_list = _cuda_arch_list() if self.cuda else None
-        self.sources = [self.dir / f"{name}.cpp"] + ([self.dir / f"{name}.cu"] if self.cuda else [])
         self.key = self._key()
         self.namespace = f"jk_{name}_{self.key[:12]}"
         self.family_cache = cache_dir() / name
@@ -199,6 +198,15 @@ class _Spec:
         }
         h.update(json.dumps(config, sort_keys=True).encode())
         return h.hexdigest()
+
+    def sources(self) -> list[Path]:
+        """What the build compiles: <name>.cpp, and with CUDA <name>.cu and any other .cu file of the
+        family folder (a family may split its kernels over several files, which ninja compiles at
+        once: ebm's chains, session 20). Only a build asks: the cache key hashes the whole folder."""
+        if not self.cuda:
+            return [self.dir / f"{self.name}.cpp"]
+        main_cu = self.dir / f"{self.name}.cu"
+        return [self.dir / f"{self.name}.cpp", main_cu] + sorted(p for p in self.dir.glob("*.cu") if p != main_cu)
 
     def halves(self) -> str:
         return f"C++ + CUDA sm_{self.arch_list.replace('.', '')}" if self.cuda else "C++"

@@ -234,7 +234,7 @@ def _compile(spec: _Spec, build_dir: Path) -> None:
         with _Progress(spec):
             cpp_extension.load(
                 name=spec.namespace,
-                sources=[str(s) for s in spec.sources],
+                sources=[str(s) for s in spec.sources()],
                 extra_cflags=loader.CXX_FLAGS + defines,
                 extra_cuda_cflags=loader.CUDA_FLAGS + defines,
                 extra_ldflags=list(loader.LINK_FLAGS),

@@ -97,6 +97,20 @@ def test_host_vector_flags_are_in_the_cache_key(monkeypatch):
     assert spec._key() != key
 
 
+def test_every_cu_file_of_a_family_joins_its_cuda_half(tmp_path):
+    """A family may split its CUDA kernels over several .cu files (ninja compiles them at once); the
+    CPU-only build compiles none of them, and an edit of any of them changes the key."""
+    root = make_scratch_root(tmp_path)
+    folder = root / "scratch"
+    for name in ("scratch.cu", "scratch_chains.cu", "a_first.cu", "shared.cuh"):
+        (folder / name).write_text("// kernels\n")
+    with_cuda = loader._Spec("scratch", root, cuda=True)
+    assert [p.name for p in with_cuda.sources()] == ["scratch.cpp", "scratch.cu", "a_first.cu", "scratch_chains.cu"]
+    assert [p.name for p in loader._Spec("scratch", root, cuda=False).sources()] == ["scratch.cpp"]
+    (folder / "scratch_chains.cu").write_text("// kernels, edited\n")
+    assert loader._Spec("scratch", root, cuda=True).key != with_cuda.key
+
+
 def test_warm_load_runs_no_compiler_and_prints_nothing(built):
     root, cache = built
     result = run_python("""

@@ -2,8 +2,8 @@
 
     python tools/ptxas_report.py diffusion [--match step_kernel] [--arch 90]
 
-Compiles kernels/<family>/<family>.cu with the loader's CUDA flags and `-Xptxas -v`, and prints one line per
-kernel; kernels that spill are marked. Use it before a GPU run: a spilling kernel is rarely at the floor.
+Compiles each .cu file of kernels/<family>/ with the loader's CUDA flags and `-Xptxas -v`, and prints one line
+per kernel; kernels that spill are marked. Use it before a GPU run: a spilling kernel is rarely at the floor.
 """
 import argparse
 import re
@@ -20,7 +20,8 @@ import loader  # noqa: E402
 from torch.utils import cpp_extension  # noqa: E402
 
 
-def nvcc_command(family: str, arch: str, output: str) -> list[str]:
+def nvcc_command(family: str, arch: str, output: str, source: Path | None = None) -> list[str]:
+    """nvcc for one .cu file of the family (default: <family>.cu)."""
     import torch
 
     folder = loader.kernels_root() / family
@@ -31,7 +32,7 @@ def nvcc_command(family: str, arch: str, output: str) -> list[str]:
              "-DJK_WITH_CUDA", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
              *[f"-I{p}" for p in includes], f"-I{sysconfig.get_paths()['include']}",
              f"-I{loader.kernels_root() / 'common'}", f"-I{folder}", "-Xptxas", "-v",
-             str(folder / f"{family}.cu"), "-o", output])
+             str(source or folder / f"{family}.cu"), "-o", output])
 
 
 def main() -> int:
@@ -40,13 +41,17 @@ def main() -> int:
     parser.add_argument("--match", default="", help="only kernels whose name contains this")
     parser.add_argument("--arch", default="90")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        result = subprocess.run(nvcc_command(args.family, args.arch, f"{tmp}/out.o"), capture_output=True, text=True)
-    if result.returncode != 0:
-        print(result.stderr[-4000:], file=sys.stderr)
-        return result.returncode
+    ptxas_output = ""
+    for source in sorted((loader.kernels_root() / args.family).glob("*.cu")):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = subprocess.run(nvcc_command(args.family, args.arch, f"{tmp}/out.o", source),
+                                    capture_output=True, text=True)
+        if result.returncode != 0:
+            print(result.stderr[-4000:], file=sys.stderr)
+            return result.returncode
+        ptxas_output += result.stderr
     kernel, spill = None, ""
-    for line in result.stderr.splitlines():
+    for line in ptxas_output.splitlines():
         if m := re.search(r"Compiling entry function '(\S+)'", line):
             kernel = subprocess.run(["c++filt", m.group(1)], capture_output=True, text=True).stdout.strip()
         elif kernel and (m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)):

@@ -1,0 +1,255 @@
+// ebm's CUDA half, the parts its translation units share: grid sizing, width tiers, the block tile
+// that stages rows through shared memory, and a model's view of a row held in registers (used by
+// ebm.cu's Gaussian for D <= 64 and by the one-launch chains in ebm_langevin.cu and ebm_hmc.cu).
+// The chains live in files of their own so that nvcc, one process per file, compiles them at once
+// (their 72 instantiations were most of ebm.cu's compile time).
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "ebm.h"
+#include "elementwise.cuh"  // jk::multiprocessor_count
+
+namespace ebm {
+
+// Blocks for `work` units of `per_block` each, capped at what fills the GPU `per_sm` times.
+inline int64_t grid_size(int64_t work, int64_t per_block, int device, int per_sm) {
+  const int64_t want = (work + per_block - 1) / per_block;
+  return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(jk::multiprocessor_count(device)) * per_sm));
+}
+
+// ---------------------------------------------------------------- whole rows per thread: tiles
+
+// Calls f(std::integral_constant<int, kD>) for the smallest tier kD in {8, 16, ..., kMax} with
+// kD >= D (the caller makes sure D <= kMax).
+template <int kD, int kMax, typename F>
+void with_tier_from(int64_t D, F& f) {
+  if constexpr (kD >= kMax) {
+    f(std::integral_constant<int, kD>{});
+  } else {
+    if (D <= kD) {
+      f(std::integral_constant<int, kD>{});
+    } else {
+      with_tier_from<kD * 2, kMax>(D, f);
+    }
+  }
+}
+
+template <int kMax, typename F>
+void with_tier(int64_t D, F&& f) {
+  with_tier_from<8, kMax>(D, f);
+}
+
+// Rows per block (one per thread) of the whole-row kernels: the widest tier takes half as many
+// so that its tile and Psym fit the 48 KB of static shared memory.
+template <int kD>
+constexpr int kTileRows = kD >= 64 ? 64 : 128;
+
+// R consecutive rows of a (B, D) matrix, staged through shared memory. The R·D elements are
+// contiguous in memory, so the block copies them with coalesced accesses; stride kD + 1 makes
+// the per-thread row accesses conflict-free. Call from every thread of the block (blockDim.x
+// == R); `rows` <= R of them are real (the others' registers are unspecified).
+template <typename A, int kD, int R>
+struct Tile {
+  A v[R * (kD + 1)];
+
+  __device__ __forceinline__ static int at(int e, int D) {  // element e of the tile -> its slot
+    return D == kD ? (e / kD) * (kD + 1) + e % kD : (e / D) * (kD + 1) + e % D;
+  }
+
+  template <typename T>
+  __device__ __forceinline__ void load(A (&x)[kD], const T* __restrict__ src, int64_t r0, int rows, int D) {
+    const T* base = src + r0 * D;
+    const int n = rows * D;
+#pragma unroll
+    for (int k = 0; k < kD; ++k) {
+      const int e = k * R + threadIdx.x;
+      if (e < n) v[at(e, D)] = static_cast<A>(base[e]);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kD; ++j) x[j] = j < D ? v[threadIdx.x * (kD + 1) + j] : A(0);
+    __syncthreads();
+  }
+
+  template <typename T>
+  __device__ __forceinline__ void store(const A (&x)[kD], T* __restrict__ dst, int64_t r0, int rows, int D) {
+#pragma unroll
+    for (int j = 0; j < kD; ++j)
+      if (j < D) v[threadIdx.x * (kD + 1) + j] = x[j];
+    __syncthreads();
+    T* base = dst + r0 * D;
+    const int n = rows * D;
+#pragma unroll
+    for (int k = 0; k < kD; ++k) {
+      const int e = k * R + threadIdx.x;
+      if (e < n) base[e] = static_cast<T>(v[at(e, D)]);
+    }
+    __syncthreads();
+  }
+};
+
+struct GaussTag {};  // the Gaussian inside the whole-row kernels (its data live in shared memory)
+
+// A whole-row kernel's view of a model: gradient and energy of a row held in registers,
+// padded to kD with zeros (padded gradients are zero, so padded state stays zero).
+template <typename T, int kD, typename M>
+struct RowModel {
+  M m;
+  int D;
+  __device__ __forceinline__ void grad(const T (&x)[kD], T (&g)[kD]) const {
+    T s0 = 0, s1 = 0;
+    if (M::kStats) {
+#pragma unroll
+      for (int j = 0; j < kD; ++j)
+        if (j < D) m.stats(x[j], s0, s1);
+    }
+    const RowConst<T> rc = m.prepare(s0, s1, D);
+#pragma unroll
+    for (int i = 0; i < kD; ++i)
+      g[i] = i < D ? m.grad(i > 0 ? x[i > 0 ? i - 1 : 0] : T(0), x[i], i + 1 < kD ? x[i + 1 < kD ? i + 1 : i] : T(0),
+                            i > 0, i + 1 < D, rc)
+                   : T(0);
+  }
+  // g (the gradient at x) is unused here; the Gaussian's energy uses it.
+  __device__ __forceinline__ T energy(const T (&x)[kD], const T (&)[kD]) const {
+    T s0 = 0, s1 = 0, e = 0;
+#pragma unroll
+    for (int i = 0; i < kD; ++i) {
+      if (i < D) {
+        m.stats(x[i], s0, s1);
+        e += m.term(x[i], i + 1 < kD ? x[i + 1 < kD ? i + 1 : i] : T(0), i + 1 < D);
+      }
+    }
+    return m.finish(e, s0, s1, D);
+  }
+};
+
+// Shared-memory loads the compiler may not hoist out of a chain's step loop: hoisting all
+// of Psym into registers for the whole chain (kD² values) is what it would do otherwise, and
+// it spills. Vector loads of 16 bytes, warp-uniform addresses (broadcast).
+template <typename T>
+struct Lds;
+
+template <>
+struct Lds<float> {
+  static constexpr int N = 4;
+  __device__ __forceinline__ static void vec(const float* p, float (&v)[N]) {
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+                 : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+  }
+  __device__ __forceinline__ static float one(const float* p) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+    return v;
+  }
+};
+
+template <>
+struct Lds<double> {
+  static constexpr int N = 2;
+  __device__ __forceinline__ static void vec(const double* p, double (&v)[N]) {
+    asm volatile("ld.shared.v2.f64 {%0, %1}, [%2];"
+                 : "=d"(v[0]), "=d"(v[1])
+                 : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+  }
+  __device__ __forceinline__ static double one(const double* p) {
+    double v;
+    asm volatile("ld.shared.f64 %0, [%1];" : "=d"(v) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+    return v;
+  }
+};
+
+template <typename T, int kD>
+struct RowModel<T, kD, GaussTag> {
+  const T* p;    // shared: ½(P + Pᵀ), kD × kD, zero-padded
+  const T* pmu;  // shared: Psym·μ
+  const T* mu;   // shared: μ
+  int D;
+  __device__ __forceinline__ void grad(const T (&x)[kD], T (&g)[kD]) const {
+    constexpr int N = Lds<T>::N;  // kD is a multiple of 4 >= N
+#pragma unroll
+    for (int i = 0; i < kD; ++i) {
+      T acc = -Lds<T>::one(pmu + i);
+#pragma unroll
+      for (int j = 0; j < kD; j += N) {
+        T pv[N];
+        Lds<T>::vec(p + i * kD + j, pv);
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc += pv[k] * x[j + k];
+      }
+      g[i] = acc;
+    }
+  }
+  // ½(x − μ)ᵀPsym(x − μ) = ½ Σ (x − μ)ᵢ gᵢ with g = Psym(x − μ), the gradient at x.
+  __device__ __forceinline__ T energy(const T (&x)[kD], const T (&g)[kD]) const {
+    T e = 0;
+#pragma unroll
+    for (int i = 0; i < kD; ++i) e += (x[i] - Lds<T>::one(mu + i)) * g[i];
+    return T(0.5) * e;
+  }
+};
+
+// Shared memory of a whole-row block: the Gaussian's Psym, Psym·μ and μ (a stub for local models).
+template <typename T, int kD, typename M>
+struct ChainShared {
+  static constexpr bool kGauss = std::is_same<M, GaussTag>::value;
+  alignas(16) T p[kGauss ? kD * kD : 1];
+  T pmu[kGauss ? kD : 1];
+  T mu[kGauss ? kD : 1];
+};
+
+// Fills p (kD × kD) with ½(P + Pᵀ) padded with zeros, and mu (kD) with μ padded with
+// zeros. Call from every thread of the block; ends with __syncthreads().
+template <typename T, typename A, int kD>
+__device__ void load_gaussian(A* p, A* mu, const T* __restrict__ mean, const T* __restrict__ prec, int D) {
+  for (int t = threadIdx.x; t < kD * kD; t += blockDim.x) {
+    const int i = t / kD, j = t % kD;
+    p[t] = (i < D && j < D) ? A(0.5) * (static_cast<A>(prec[i * D + j]) + static_cast<A>(prec[j * D + i])) : A(0);
+  }
+  for (int t = threadIdx.x; t < kD; t += blockDim.x) mu[t] = t < D ? static_cast<A>(mean[t]) : A(0);
+  __syncthreads();
+}
+
+// Fills the shared Psym = ½(P + Pᵀ), μ and Psym·μ (zero-padded to kD) from mean/prec of
+// dtype S for the Gaussian; returns the model. Call from every thread of the block.
+template <typename T, int kD, typename M, typename S>
+__device__ RowModel<T, kD, M> make_row_model(ChainShared<T, kD, M>& sh, const M& m, const S* __restrict__ mean,
+                                             const S* __restrict__ prec, int D) {
+  if constexpr (std::is_same<M, GaussTag>::value) {
+    load_gaussian<S, T, kD>(sh.p, sh.mu, mean, prec, D);
+    for (int i = threadIdx.x; i < kD; i += blockDim.x) {
+      T acc = 0;
+      for (int j = 0; j < kD; ++j) acc += sh.p[i * kD + j] * sh.mu[j];
+      sh.pmu[i] = acc;
+    }
+    __syncthreads();
+    return RowModel<T, kD, GaussTag>{sh.p, sh.pmu, sh.mu, D};
+  } else {
+    return RowModel<T, kD, M>{m, D};
+  }
+}
+
+// ---------------------------------------------------------------- chains: shared by both launchers
+
+// Calls f(model) with GaussTag or the local model's functor in dtype T.
+template <typename T, typename F>
+void with_chain_model(const ModelSpec& spec, F&& f) {
+  if (spec.kind == Model::Gaussian) {
+    f(GaussTag{});
+  } else {
+    with_local_model<T>(spec.kind, spec.p, std::forward<F>(f));
+  }
+}
+
+template <typename T>
+const T* data_or_null(const at::Tensor& t) {
+  return t.defined() ? t.const_data_ptr<T>() : nullptr;
+}
+
+}  // namespace ebm
