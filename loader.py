@@ -304,9 +304,9 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     As in torch's: the forward re-dispatches below autograd with the keyset the dispatcher passed,
     setup_context sees every input with its default filled in, and backward sees needs_input_grad for
     the op's inputs only. ops.py files get it from the loader, beside NAMESPACE.
-    Looking up the op and making its autograd.Function wait for the op's first call: on the GPU machine
-    they were 0.4 of the 0.56 ms this took per op at load (session 20), and a family's unused ops never
-    pay them."""
+    Looking up the op and making its autograd.Function wait for the op's first call, so a family's unused
+    ops never pay for them: a warm load of fused on the GPU machine went 3.70 -> 3.17 ms (session 20,
+    same host, alternating fresh processes: benchmarks/results/session20/call5)."""
     arguments = torch._C._get_schema(qualname, "").arguments
     if any(argument.kwarg_only for argument in arguments):
         raise NotImplementedError(f"{qualname} has keyword-only arguments: use torch.library.register_autograd")
