@@ -23,7 +23,7 @@ status=0
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
   $PY -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
   nvcc --version | tail -1
-} 2>&1 | tee "$LOG"
+} 2>&1 | tee -a "$LOG"  # append: a later call with STEPS=pack must not wipe the earlier steps
 for step in $STEPS; do
   start=$(date +%s)
   case $step in
