@@ -6,7 +6,7 @@
     loader.reload("fused")        # after editing kernels/fused/*: same `f`, new code
 
 A family is a folder `kernels/<name>/` holding `<name>.cpp` (op schemas, CPU
-kernels), optionally `<name>.cu` (CUDA kernels), `ops.py` (the Python face) and
+kernels), optionally `<name>.cu` and more `.cu` files (CUDA kernels), `ops.py` (the Python face) and
 `reference.py` (plain PyTorch). Each build is keyed by a sha256 over everything
 that changes the binary; a cached build whose library matches the sha256 in its
 manifest is loaded with `torch.ops.load_library` alone (no ninja, no subprocess, no
