@@ -10,6 +10,10 @@
 #include <type_traits>
 #include <utility>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include "bits.h"
 
 namespace jk {
@@ -61,9 +65,45 @@ inline T from_opmath(A v) {
   }
 }
 
+// m values of T in their opmath type A (float for the 16-bit types), and back (rounded to nearest
+// even). float16 goes 8 at a time through F16C's vector conversions where the build has them (the
+// loader adds -mf16c on hosts with it): ~8x faster than the scalar forms, c10's included (0.05
+// against 0.4 ns a value, session 21), with the same values as c10's F16C conversions.
+template <typename T, typename A>
+inline void widen(const T* in, A* out, int64_t m) {
+  int64_t j = 0;
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, c10::Half>) {
+    for (; j + 8 <= m; j += 8) {
+      _mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j))));
+    }
+  }
+#endif
+  for (; j < m; ++j) {
+    if constexpr (kReducedFloat<T>) {
+      out[j] = to_float(in[j]);
+    } else {
+      out[j] = static_cast<A>(in[j]);
+    }
+  }
+}
+
+template <typename T, typename A>
+inline void narrow(const A* in, T* out, int64_t m) {
+  int64_t j = 0;
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, c10::Half>) {
+    for (; j + 8 <= m; j += 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm256_cvtps_ph(_mm256_loadu_ps(in + j), _MM_FROUND_TO_NEAREST_INT));
+    }
+  }
+#endif
+  for (; j < m; ++j) out[j] = from_opmath<T>(in[j]);
+}
+
 // float16 / bfloat16: a chunk of each input is widened to float, the op runs on floats, and the
-// results are narrowed once. Each of the three is a plain loop the compiler vectorizes; op(T...)
-// element by element converted in scalar code (float16: 15x slower than torch.compile's loop).
+// results are narrowed once. Each of the three is a plain vectorized loop; op(T...) element by
+// element converted in scalar code (float16: 15x slower than torch.compile's loop).
 // The same result: an op computes in its opmath type (float) and rounds to T once either way.
 template <typename T, typename Op, typename... In>
 void cpu_loop(T* out, int64_t n, Op op, const In*... in) {
@@ -74,9 +114,9 @@ void cpu_loop(T* out, int64_t n, Op op, const In*... in) {
       for (int64_t c = begin; c < end; c += kChunk) {
         const int64_t m = std::min(kChunk, end - c);
         int k = 0;
-        ((std::transform(in + c, in + c + m, wide[k++], [](In v) { return to_float(v); })), ...);
+        (widen(in + c, wide[k++], m), ...);
         for (int64_t j = 0; j < m; ++j) result[j] = apply_to_column(op, wide, j, std::index_sequence_for<In...>{});
-        std::transform(result, result + m, out + c, from_opmath<T, float>);
+        narrow(result, out + c, m);
       }
     } else {
       for (int64_t i = begin; i < end; ++i) out[i] = op(in[i]...);

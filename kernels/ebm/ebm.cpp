@@ -238,13 +238,14 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
   at::parallel_for(0, B, row_grain(D), [&](int64_t begin, int64_t end) {
     std::vector<A> row(D), g(D);
     for (int64_t r = begin; r < end; ++r) {
-      for (int64_t i = 0; i < D; ++i) row[i] = static_cast<A>(xp[r * D + i]);
+      jk::widen(xp + r * D, row.data(), D);
       if (!score) {
-        op[r] = static_cast<T>(rows.energy(row.data(), D));
+        op[r] = jk::from_opmath<T>(rows.energy(row.data(), D));
         continue;
       }
       rows.grad(row.data(), g.data(), D);
-      for (int64_t i = 0; i < D; ++i) op[r * D + i] = static_cast<T>(-g[i]);
+      for (int64_t i = 0; i < D; ++i) g[i] = -g[i];
+      jk::narrow(g.data(), op + r * D, D);
     }
   });
 }
