@@ -340,25 +340,22 @@ void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& g
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
   at::parallel_for(0, batch * groups, std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(n, 1)),
                    [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> row(length);
+    std::vector<acc_t> v(n), row(length);  // the group's values in acc_t (widened once), one channel's results
     for (int64_t bg = begin; bg < end; ++bg) {
-      const scalar_t* v = src + bg * n;
+      jk::widen(src + bg * n, v.data(), n);
       double sum = 0, sq = 0;  // two passes: no cancellation when the mean is large
-      for (int64_t i = 0; i < n; ++i) sum += static_cast<acc_t>(v[i]);
+      for (int64_t i = 0; i < n; ++i) sum += v[i];
       const double mean = sum / n;
-      for (int64_t i = 0; i < n; ++i) sq += (static_cast<acc_t>(v[i]) - mean) * (static_cast<acc_t>(v[i]) - mean);
+      for (int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
       const double rstd = 1.0 / std::sqrt(sq / n + eps);
       const int64_t g = bg % groups;
       for (int64_t c = 0; c < cg; ++c) {
         const int64_t ch = g * cg + c;
         const double scale = rstd * static_cast<double>(gamma[ch]), shift = static_cast<double>(beta[ch]);
-        const scalar_t* vc = v + c * length;
+        const acc_t* vc = v.data() + c * length;
         // the affine in double (beta and the normalized value may nearly cancel), Mish in acc_t
-        for (int64_t l = 0; l < length; ++l) {
-          row[l] = mish_cpu(static_cast<acc_t>((static_cast<acc_t>(vc[l]) - mean) * scale + shift));
-        }
-        scalar_t* dc = dst + bg * n + c * length;
-        for (int64_t l = 0; l < length; ++l) dc[l] = jk::from_opmath<scalar_t>(row[l]);
+        for (int64_t l = 0; l < length; ++l) row[l] = mish_cpu(static_cast<acc_t>((vc[l] - mean) * scale + shift));
+        jk::narrow(row.data(), dst + bg * n + c * length, length);
       }
     }
   });
