@@ -1,5 +1,6 @@
 // The CPU elementwise loop, written once: at::parallel_for over contiguous data.
 #pragma once
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/BFloat16.h>
@@ -100,6 +101,36 @@ inline void narrow(const A* in, T* out, int64_t m) {
 #endif
   for (; j < m; ++j) out[j] = from_opmath<T>(in[j]);
 }
+
+// A segment of up to kMax values of T seen as opmath values (float for the 16-bit types): for the
+// 16-bit types a buffer, widened from memory by read() or narrowed into it by store(); for float and
+// double the memory itself, with no copy. Lets a segment loop run on plain float arrays, which the
+// compiler vectorizes, instead of converting element by element.
+template <typename T, int64_t kMax>
+struct OpmathSegment {
+  using A = at::opmath_type<T>;
+  A buffer[kReducedFloat<T> ? kMax : 1];
+
+  const A* read(const T* p, int64_t m) {
+    if constexpr (kReducedFloat<T>) {
+      widen(p, buffer, m);
+      return buffer;
+    } else {
+      return p;
+    }
+  }
+  // Where to write the values that store(p, m) then puts at p.
+  A* target(T* p) {
+    if constexpr (kReducedFloat<T>) {
+      return buffer;
+    } else {
+      return p;
+    }
+  }
+  void store(T* p, int64_t m) {
+    if constexpr (kReducedFloat<T>) narrow(buffer, p, m);
+  }
+};
 
 // float16 / bfloat16: a chunk of each input is widened to float, the op runs on floats, and the
 // results are narrowed once. Each of the three is a plain vectorized loop; op(T...) element by

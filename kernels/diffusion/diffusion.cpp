@@ -186,24 +186,28 @@ void step_cpu(const at::Tensor& out, const at::Tensor& model_output, const at::T
     // loops the compiler vectorizes. Element i uses lane i % 4 of the Philox block i / 4, as on the GPU.
     constexpr int64_t kSegment = 1024;
     float drawn[kSegment + 4];  // a segment that starts inside a Philox block draws one block more
+    jk::OpmathSegment<scalar_t, kSegment> m_seg, x_seg, z_seg, out_seg;
     for (int64_t i0 = begin; i0 < end;) {
       const int64_t row = per_row ? i0 / inner : 0;
-      const int64_t stop = std::min({end, i0 + kSegment, per_row ? (row + 1) * inner : end});
+      const int64_t stop = std::min({end, i0 + kSegment, per_row ? (row + 1) * inner : end}), len = stop - i0;
       const StepCoefs<acc_t> c = fn.template get<acc_t>(row);
-      auto segment = [&](auto noise) {  // noise(i): element i's z; one loop per kind, each vectorizable
-        for (int64_t i = i0; i < stop; ++i)
-          o[i] = static_cast<scalar_t>(
-              step_element(c, static_cast<acc_t>(m[i]), static_cast<acc_t>(x[i]), noise(i), clip, r));
+      const acc_t* mv = m_seg.read(m + i0, len);
+      const acc_t* xv = x_seg.read(x + i0, len);
+      acc_t* ov = out_seg.target(o + i0);
+      auto segment = [&](auto noise) {  // noise(j): element i0 + j's z; one loop per kind, each vectorizable
+        for (int64_t j = 0; j < len; ++j) ov[j] = step_element(c, mv[j], xv[j], noise(j), clip, r);
       };
       if (z != nullptr) {
-        segment([&](int64_t i) { return static_cast<acc_t>(z[i]); });
+        const acc_t* zv = z_seg.read(z + i0, len);
+        segment([&](int64_t j) { return zv[j]; });
       } else if (draw) {
         const int64_t q0 = i0 / 4;
         jk::normal4_batch_cpu(seed, static_cast<uint64_t>(q0), (stop - 1) / 4 - q0 + 1, drawn);
-        segment([&](int64_t i) { return static_cast<acc_t>(drawn[i - 4 * q0]); });
+        segment([&](int64_t j) { return static_cast<acc_t>(drawn[i0 + j - 4 * q0]); });
       } else {
         segment([](int64_t) { return acc_t(0); });
       }
+      out_seg.store(o + i0, len);
       i0 = stop;
     }
   });

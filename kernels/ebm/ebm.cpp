@@ -365,11 +365,15 @@ void langevin_update_cpu(const T* x, const T* g, T* out, T* traj, int64_t n, con
   at::parallel_for(0, (n + kSegment - 1) / kSegment, jk::kCpuGrain / kSegment, [&](int64_t s0, int64_t s1) {
     float drawn[kSegment];
     if (!noise) std::fill(drawn, drawn + kSegment, 0.0f);  // stays zero for every segment
+    jk::OpmathSegment<T, kSegment> x_seg, g_seg, out_seg;
     for (int64_t seg = s0; seg < s1; ++seg) {
-      const int64_t i0 = seg * kSegment, stop = std::min(n, i0 + kSegment);
-      if (noise) jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + i0 / 4, (stop - i0 + 3) / 4, drawn);
-      for (int64_t i = i0; i < stop; ++i)
-        out[i] = static_cast<T>(upd(static_cast<A>(x[i]), static_cast<A>(g[i]), static_cast<A>(drawn[i - i0])));
+      const int64_t i0 = seg * kSegment, stop = std::min(n, i0 + kSegment), len = stop - i0;
+      if (noise) jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + i0 / 4, (len + 3) / 4, drawn);
+      const A* xv = x_seg.read(x + i0, len);  // x and out may be one tensor: read before writing
+      const A* gv = g_seg.read(g + i0, len);
+      A* ov = out_seg.target(out + i0);
+      for (int64_t j = 0; j < len; ++j) ov[j] = upd(xv[j], gv[j], static_cast<A>(drawn[j]));
+      out_seg.store(out + i0, len);
       if (traj != nullptr) std::copy(out + i0, out + stop, traj + i0);
     }
   });

@@ -58,6 +58,7 @@ void normal_cpu_kernel(T* out, const P* mean, const P* std, int64_t total, int64
   const int64_t calls = (total + kPer - 1) / kPer;
   at::parallel_for(0, calls, 4096, [&](int64_t c0, int64_t c1) {
     float z[kChunkCalls * kPer];
+    jk::OpmathSegment<T, kChunkCalls * kPer> out_seg;  // P is T's opmath type
     for (int64_t c = c0; c < c1; c += kChunkCalls) {
       const int64_t chunk = std::min(kChunkCalls, c1 - c);
       normals_batch_cpu<kPer>(seed, static_cast<uint64_t>(c), chunk, z);
@@ -65,11 +66,12 @@ void normal_cpu_kernel(T* out, const P* mean, const P* std, int64_t total, int64
       for (int64_t i = begin; i < end;) {
         const int64_t col = i % d, run = std::min(end - i, d - col);
         const float* zi = z + (i - begin);
+        P* values = out_seg.target(out + i);
         for (int64_t k = 0; k < run; ++k) {
           const P scaled_std = std[col + k] * static_cast<P>(normal_scale<kPer>());  // as the CUDA kernel
-          const P value = mean_or_nan(mean[col + k], std[col + k]) + scaled_std * static_cast<P>(zi[k]);
-          out[i + k] = jk::from_opmath<T>(value);
+          values[k] = mean_or_nan(mean[col + k], std[col + k]) + scaled_std * static_cast<P>(zi[k]);
         }
+        out_seg.store(out + i, run);
         i += run;
       }
     }
