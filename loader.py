@@ -25,6 +25,7 @@ import platform
 import shutil
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -32,25 +33,38 @@ import torch
 
 __all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "info", "register_autograd"]
 
-REPO = Path(__file__).resolve().parent
+# Paths are made absolute, not resolved: resolving stats every component (~0.1 ms each time, the warm path
+# took three), and nothing here needs symlinks undone.
+REPO = Path(os.path.abspath(__file__)).parent
 # Bump when the way a build is made changes, so old cache entries are not reused.
 RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its size and mtime
 
 
 def _host_vector_flags(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
-    """-mavx2 -mfma -mf16c where this CPU has them (x86 Linux: the flags line of /proc/cpuinfo). The C++
-    half is built on the machine that loads it, and the flags are part of the cache key: a cache shared
+    """-mavx2 -mfma -mf16c where this CPU has them (x86 Linux: the first flags line of /proc/cpuinfo). The
+    C++ half is built on the machine that loads it, and the flags are part of the cache key: a cache shared
     with a CPU without them gets its own build. The CPU loops then run 8 floats wide with fused
     multiply-adds (session 10, 2 cores: Rastrigin score 2.6x, Langevin step 1.7x, most ops 1.1-1.9x,
-    none slower beyond noise); -march=native (AVX-512 there) made half the row reductions 2x slower."""
+    none slower beyond noise); -march=native (AVX-512 there) made half the row reductions 2x slower.
+    Read in small pieces: the kernel writes /proc/cpuinfo one CPU at a time as it is read, and each
+    CPU's entry can cost tens of microseconds (its clock is sampled); the first CPU's flags suffice."""
     try:
-        with open(cpuinfo_path) as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    return ["-mavx2", "-mfma", "-mf16c"] if {"avx2", "fma", "f16c"} <= set(line.split()) else []
+        fd = os.open(cpuinfo_path, os.O_RDONLY)
     except OSError:
-        pass
-    return []
+        return []
+    text = b""
+    try:
+        while True:
+            chunk = os.read(fd, 1024)
+            text += chunk
+            lines = text.split(b"\n")
+            whole_lines = lines if not chunk else lines[:-1]  # the last piece may end mid-line
+            flags = next((line for line in whole_lines if line.startswith(b"flags")), None)
+            if flags is not None or not chunk:
+                break
+    finally:
+        os.close(fd)
+    return ["-mavx2", "-mfma", "-mf16c"] if flags and {b"avx2", b"fma", b"f16c"} <= set(flags.split()) else []
 
 
 # The C++ standard is the one torch asks for. -fno-math-errno: sqrt need not set errno (nothing reads
@@ -73,6 +87,7 @@ CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
 LINK_FLAGS = ["-Wl,--exclude-libs,ALL"] if sys.platform.startswith("linux") else []
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
 MANIFEST = "manifest.json"
+SOURCES_MEMO = "sources.json"  # <cache>/<family>/: the digest of the sources and their stamps
 
 _process_lock = threading.RLock()
 _families: dict[str, "Family"] = {}
@@ -98,15 +113,15 @@ def _env_flag(name: str) -> bool | None:
 
 def kernels_root(root: str | os.PathLike | None = None) -> Path:
     """The folder holding the families: the argument, $JITKERNELS_ROOT, or the repo's kernels/."""
-    return Path(root or os.environ.get("JITKERNELS_ROOT") or REPO / "kernels").resolve()
+    return Path(os.path.abspath(root or os.environ.get("JITKERNELS_ROOT") or REPO / "kernels"))
 
 
 def cache_dir() -> Path:
     """$JITKERNELS_CACHE, else ~/.cache/jitkernels (or $XDG_CACHE_HOME/jitkernels)."""
     if os.environ.get("JITKERNELS_CACHE"):
-        return Path(os.environ["JITKERNELS_CACHE"]).expanduser().resolve()
+        return Path(os.path.abspath(os.path.expanduser(os.environ["JITKERNELS_CACHE"])))
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base, "jitkernels").resolve()
+    return Path(os.path.abspath(os.path.join(base, "jitkernels")))
 
 
 def families(root: str | os.PathLike | None = None) -> list[str]:
@@ -141,12 +156,12 @@ def _cuda_arch_list() -> str:
 
 
 def _file_identity(path: str | None) -> list:
-    """Path, size and mtime of a tool: changes when the tool is upgraded, costs one stat."""
+    """Path, size and mtime of a tool (of the file its links end at): changes when the tool is upgraded
+    or its links are pointed elsewhere, costs one stat."""
     if not path:
         return [None]
-    real = os.path.realpath(path)
-    stat = os.stat(real)
-    return [real, stat.st_size, stat.st_mtime_ns]
+    stat = os.stat(path)
+    return [path, stat.st_size, stat.st_mtime_ns]
 
 
 def _compiler() -> str | None:
@@ -158,7 +173,7 @@ def _compiler() -> str | None:
 class _Spec:
     """Everything that decides one family's binary, and the cache key over it."""
 
-    def __init__(self, name: str, root: Path, cuda: bool | None = None):
+    def __init__(self, name: str, root: Path, cuda: bool | None = None, reread_sources: bool = False):
         self.name = name
         self.root = root
         self.dir = root / name
@@ -168,23 +183,14 @@ class _Spec:
         self.common = _common_dir(root)
         self.cuda = _cuda_wanted(self.dir) if cuda is None else cuda and (self.dir / f"{name}.cu").is_file()
         self.arch_list = _cuda_arch_list() if self.cuda else None
-        self.key = self._key()
-        self.namespace = f"jk_{name}_{self.key[:12]}"
         self.family_cache = cache_dir() / name
+        self.key = self._key(reread_sources)
+        self.namespace = f"jk_{name}_{self.key[:12]}"
         self.out_dir = self.family_cache / self.key
         self.library = self.out_dir / f"{self.namespace}{'.dll' if os.name == 'nt' else '.so'}"
 
-    def _hashed_files(self) -> list[str]:
-        return ([p for p in _files_under(str(self.dir)) if os.path.basename(p) != "reference.py"]
-                + _files_under(str(self.common)))
-
-    def _key(self) -> str:
-        h = hashlib.sha256()
-        for path in self._hashed_files():  # strings, not Paths: pathlib is slow on Python 3.12 (warm path)
-            folder, name = os.path.split(path)
-            h.update(f"{os.path.basename(folder)}/{name}".encode() + b"\0")
-            with open(path, "rb") as source:
-                h.update(source.read() + b"\0")
+    def _key(self, reread_sources: bool = False) -> str:
+        h = hashlib.sha256(self._sources_digest(reread_sources).encode())
         config = {
             "recipe": RECIPE_VERSION,
             "family": self.name,
@@ -198,6 +204,38 @@ class _Spec:
         }
         h.update(json.dumps(config, sort_keys=True).encode())
         return h.hexdigest()
+
+    def _sources_digest(self, reread: bool) -> str:
+        """sha256 over the names and contents of the family's files (but reference.py) and kernels/common/.
+        Listing and reading them took ~0.4 ms of a ~2.5 ms warm load, so the digest is kept in the cache
+        with a stamp (size, mtime, ctime, inode) of every file and folder it read, and stands while each
+        stamp still matches: one stat each (adding, removing or renaming a file changes its folder's
+        stamp). Stamps are recorded only once they are 2 s old, so an edit in the same timestamp tick as
+        the recording cannot go unseen; with `reread` (reload does) the files are always read."""
+        memo_path = self.family_cache / SOURCES_MEMO
+        if not reread:
+            try:
+                memo = json.loads(memo_path.read_bytes())
+                if memo["folders"] == [str(self.dir), str(self.common)] and all(
+                        _stamp(path) == stamp for path, stamp in memo["stamps"].items()):
+                    return memo["digest"]
+            except (OSError, ValueError, KeyError, AttributeError):
+                pass
+        folders: list[str] = []  # strings, not Paths: pathlib is slow on Python 3.12 (warm path)
+        files = ([p for p in _files_under(str(self.dir), folders) if os.path.basename(p) != "reference.py"]
+                 + _files_under(str(self.common), folders))
+        stamps = {path: _stamp(path) for path in folders + files}  # before reading: a later edit shows
+        h = hashlib.sha256()
+        for path in files:
+            folder, name = os.path.split(path)
+            h.update(f"{os.path.basename(folder)}/{name}".encode() + b"\0")
+            with open(path, "rb") as source:
+                h.update(source.read() + b"\0")
+        digest = h.hexdigest()
+        if max(ctime for _, _, ctime, _ in stamps.values()) < time.time_ns() - 2_000_000_000:
+            _write_json_atomically(memo_path, {"folders": [str(self.dir), str(self.common)], "stamps": stamps,
+                                               "digest": digest})
+        return digest
 
     def sources(self) -> list[Path]:
         """What the build compiles: <name>.cpp, and with CUDA <name>.cu and any other .cu file of the
@@ -229,17 +267,18 @@ class _Spec:
             return False
         # Intact, but copied or restored (tar keeps mtimes to the second): record the new stat, or
         # every warm load would hash the library again (2.4 ms for fused's, session 15).
-        _rewrite_manifest(self.out_dir, manifest | {"library_stat": stat})
+        _write_json_atomically(self.out_dir / MANIFEST, manifest | {"library_stat": stat})
         return True
 
 
-def _rewrite_manifest(folder: Path, manifest: dict) -> None:
-    """Replace folder's manifest in one step (readers see the old or the new one, never a torn file).
-    Best effort: in a read-only cache the manifest stays as it was."""
-    temporary = folder / f"{MANIFEST}.{os.getpid()}.{threading.get_ident()}.tmp"
+def _write_json_atomically(path: Path, value) -> None:
+    """Replace the JSON file at path in one step (readers see the old or the new one, never a torn file).
+    Best effort: in a read-only cache the file stays as it was."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        temporary.write_text(json.dumps(manifest, indent=1))
-        os.replace(temporary, folder / MANIFEST)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(value, indent=1))
+        os.replace(temporary, path)
     except OSError:
         temporary.unlink(missing_ok=True)
 
@@ -249,15 +288,22 @@ def _stat_identity(path: Path) -> list[int]:
     return [info.st_size, info.st_mtime_ns]
 
 
-def _files_under(folder: str) -> list[str]:
-    """Regular files below folder, sorted, skipping __pycache__. os.scandir knows each entry's
-    type without a stat call, which keeps the warm path's key computation cheap."""
+def _stamp(path: str) -> list[int]:
+    """What changes when a file or folder is written, replaced or renamed into (the sources memo)."""
+    info = os.stat(path)
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+
+
+def _files_under(folder: str, folders: list[str]) -> list[str]:
+    """Regular files below folder, sorted, skipping __pycache__; the folders listed are appended to
+    `folders`. os.scandir knows each entry's type without a stat call."""
     found = []
+    folders.append(folder)
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 if entry.name != "__pycache__":
-                    found += _files_under(entry.path)
+                    found += _files_under(entry.path, folders)
             elif entry.is_file():
                 found.append(entry.path)
     return sorted(found)
@@ -446,7 +492,7 @@ def reload(name: str, root: str | os.PathLike | None = None) -> Family:
         family = _families.get(f"{base}::{name}")
         if family is None:
             return load(name, root)
-        spec = _Spec(name, base)
+        spec = _Spec(name, base, reread_sources=True)
         if spec.key != family.key:
             _load_library(spec)
         family._bind(spec)

@@ -77,6 +77,11 @@ def test_unknown_family_names_it():
     ("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 f16c\n", []),  # no FMA: no flags at all
     ("processor\t: 0\nFeatures\t: fp asimd\n", []),  # aarch64 has no flags line
     (None, []),  # no /proc/cpuinfo
+    # read in 1 KB pieces: a flags line across pieces, one at the end without a newline, the first CPU's
+    ("processor\t: 0\nmodel name\t: " + "x" * 1000 + "\nflags\t\t: " + "sse " * 300 + "avx2 fma f16c\n",
+     ["-mavx2", "-mfma", "-mf16c"]),
+    ("model name\t: " + "x" * 2100 + "\nflags\t\t: avx2 fma f16c", ["-mavx2", "-mfma", "-mf16c"]),
+    ("flags\t\t: sse2\n\nflags\t\t: avx2 fma f16c\n", []),
 ])
 def test_host_vector_flags_follow_the_cpu(tmp_path, cpuinfo, wanted):
     path = tmp_path / "cpuinfo"
@@ -95,6 +100,40 @@ def test_host_vector_flags_are_in_the_cache_key(monkeypatch):
                  else loader.CXX_FLAGS + vector)
     monkeypatch.setattr(loader, "CXX_FLAGS", other_cpu)
     assert spec._key() != key
+
+
+def test_sources_memo_stands_until_a_file_or_folder_changes(tmp_path, monkeypatch):
+    """A warm load takes the sources' digest from the cache's memo while every stamp matches; a same-size
+    edit, a new file, another root or reload each read the files again."""
+    monkeypatch.setenv("JITKERNELS_CACHE", str(tmp_path / "cache"))
+    root = make_scratch_root(tmp_path)
+    memo_path = tmp_path / "cache" / "scratch" / loader.SOURCES_MEMO
+
+    def key(**kwargs):
+        return loader._Spec("scratch", root, cuda=False, **kwargs).key
+
+    def fake_memo():  # the stamps as recorded, with a digest no file has
+        memo_path.write_text(json.dumps(json.loads(memo_path.read_text()) | {"digest": "0" * 64}))
+
+    first = key()
+    assert not memo_path.exists()  # stamps under 2 s old are not recorded
+    real_time_ns = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + 10 * 10**9)  # 10 s on
+    assert key() == first and memo_path.exists()
+    fake_memo()
+    assert key() != first  # the memo stands: nothing changed
+    assert key(reread_sources=True) == first  # reload's way reads the files (and records them again)
+    fake_memo()
+    source = root / "scratch" / "scratch.cpp"
+    source.write_text(source.read_text().replace("1.0", "2.0"))  # same size
+    edited = key()
+    assert edited == key(reread_sources=True) != first
+    fake_memo()
+    (root / "scratch" / "notes.h").write_text("// new\n")
+    assert key() == key(reread_sources=True) not in (first, edited)
+    fake_memo()
+    other_root = make_scratch_root(tmp_path / "other", value=2.0)  # same family name, same cache
+    assert loader._Spec("scratch", other_root, cuda=False).key == edited
 
 
 def test_every_cu_file_of_a_family_joins_its_cuda_half(tmp_path):
