@@ -41,30 +41,19 @@ RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its
 
 
 def _host_vector_flags(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
-    """-mavx2 -mfma -mf16c where this CPU has them (x86 Linux: the first flags line of /proc/cpuinfo). The
-    C++ half is built on the machine that loads it, and the flags are part of the cache key: a cache shared
+    """-mavx2 -mfma -mf16c where this CPU has them (x86 Linux: the flags line of /proc/cpuinfo). The C++
+    half is built on the machine that loads it, and the flags are part of the cache key: a cache shared
     with a CPU without them gets its own build. The CPU loops then run 8 floats wide with fused
     multiply-adds (session 10, 2 cores: Rastrigin score 2.6x, Langevin step 1.7x, most ops 1.1-1.9x,
-    none slower beyond noise); -march=native (AVX-512 there) made half the row reductions 2x slower.
-    Read in small pieces: the kernel writes /proc/cpuinfo one CPU at a time as it is read, and each
-    CPU's entry can cost tens of microseconds (its clock is sampled); the first CPU's flags suffice."""
+    none slower beyond noise); -march=native (AVX-512 there) made half the row reductions 2x slower."""
     try:
-        fd = os.open(cpuinfo_path, os.O_RDONLY)
+        with open(cpuinfo_path) as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return ["-mavx2", "-mfma", "-mf16c"] if {"avx2", "fma", "f16c"} <= set(line.split()) else []
     except OSError:
-        return []
-    text = b""
-    try:
-        while True:
-            chunk = os.read(fd, 1024)
-            text += chunk
-            lines = text.split(b"\n")
-            whole_lines = lines if not chunk else lines[:-1]  # the last piece may end mid-line
-            flags = next((line for line in whole_lines if line.startswith(b"flags")), None)
-            if flags is not None or not chunk:
-                break
-    finally:
-        os.close(fd)
-    return ["-mavx2", "-mfma", "-mf16c"] if flags and {b"avx2", b"fma", b"f16c"} <= set(flags.split()) else []
+        pass
+    return []
 
 
 # The C++ standard is the one torch asks for. -fno-math-errno: sqrt need not set errno (nothing reads

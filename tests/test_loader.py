@@ -77,7 +77,7 @@ def test_unknown_family_names_it():
     ("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 f16c\n", []),  # no FMA: no flags at all
     ("processor\t: 0\nFeatures\t: fp asimd\n", []),  # aarch64 has no flags line
     (None, []),  # no /proc/cpuinfo
-    # read in 1 KB pieces: a flags line across pieces, one at the end without a newline, the first CPU's
+    # a long flags line, one at the end without a newline, the first CPU's
     ("processor\t: 0\nmodel name\t: " + "x" * 1000 + "\nflags\t\t: " + "sse " * 300 + "avx2 fma f16c\n",
      ["-mavx2", "-mfma", "-mf16c"]),
     ("model name\t: " + "x" * 2100 + "\nflags\t\t: avx2 fma f16c", ["-mavx2", "-mfma", "-mf16c"]),
