@@ -191,7 +191,8 @@ class _Spec:
             "archs": self.arch_list,
             "python": [sys.implementation.cache_tag, importlib.machinery.EXTENSION_SUFFIXES[0], platform.machine()],
         }
-        h.update(json.dumps(config, sort_keys=True).encode())
+        self.config = json.dumps(config, sort_keys=True)  # what a build's reused objects must match
+        h.update(self.config.encode())
         return h.hexdigest()
 
     def _sources_digest(self, reread: bool) -> str:
@@ -210,9 +211,7 @@ class _Spec:
                     return memo["digest"]
             except (OSError, ValueError, KeyError, AttributeError):
                 pass
-        folders: list[str] = []  # strings, not Paths: pathlib is slow on Python 3.12 (warm path)
-        files = ([p for p in _files_under(str(self.dir), folders) if os.path.basename(p) != "reference.py"]
-                 + _files_under(str(self.common), folders))
+        folders, files = self.source_files()
         stamps = {path: _stamp(path) for path in folders + files}  # before reading: a later edit shows
         h = hashlib.sha256()
         for path in files:
@@ -225,6 +224,14 @@ class _Spec:
             _write_json_atomically(memo_path, {"folders": [str(self.dir), str(self.common)], "stamps": stamps,
                                                "digest": digest})
         return digest
+
+    def source_files(self) -> tuple[list[str], list[str]]:
+        """The folders listed and the files hashed: the family's (but reference.py) and kernels/common/'s.
+        Strings, not Paths: pathlib is slow on Python 3.12 (warm path)."""
+        folders: list[str] = []
+        files = ([p for p in _files_under(str(self.dir), folders) if os.path.basename(p) != "reference.py"]
+                 + _files_under(str(self.common), folders))
+        return folders, files
 
     def sources(self) -> list[Path]:
         """What the build compiles: <name>.cpp, and with CUDA <name>.cu and any other .cu file of the

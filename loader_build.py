@@ -151,15 +151,18 @@ class _Progress:
         print(f"{end}{self.text} {outcome} in {time.perf_counter() - self.start:.1f}s", file=sys.stderr, flush=True)
 
 
-def _ninja_step_seconds(build_dir: Path) -> dict[str, float]:
-    """Seconds per ninja step (each object file and the link), from ninja's own log."""
+def _ninja_step_seconds(build_dir: Path, since_ns: int) -> dict[str, float]:
+    """Seconds per ninja step of this build (each object file compiled and the link), from ninja's own
+    log, which also holds the steps of the earlier builds whose objects this one reused (outputs older
+    than since_ns)."""
     steps = {}
     log = build_dir / ".ninja_log"
     if log.is_file():
         for line in log.read_text().splitlines()[1:]:
             start, end, _, output, *_ = line.split("\t")
             steps[output] = (int(end) - int(start)) / 1000
-    return steps
+    return {output: seconds for output, seconds in steps.items()
+            if (build_dir / output).is_file() and (build_dir / output).stat().st_mtime_ns >= since_ns}
 
 
 # Errors of a write into the cache, and what the user can do about each.
@@ -205,20 +208,73 @@ def _clear_leftovers(spec: _Spec) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+# <cache>/<family>/objects/: the last build's folder (objects, ninja's log and dependency files), which
+# the next build of the family starts from, so that ninja recompiles only what changed.
+OBJECTS = "objects"
+OBJECTS_RECORD = "objects.json"  # in it: the config and the source digests its objects were built from
+
+
 def _build(spec: _Spec) -> None:
     """Compile the family into a private folder and publish it at spec.out_dir by rename.
 
-    Called with the family's file lock held, so no other process builds it now."""
+    Called with the family's file lock held, so no other process builds it now. A new folder per
+    build, never one a killed builder's compilers may still be writing into; the last build's folder
+    is renamed into it when its objects can be reused (_take_reusable_objects), so an edit of one
+    source recompiles that source and an edit of ops.py alone recompiles none, only the namespace's
+    one-line source (jk.h) and the link."""
     _check_toolchain(spec)
     _clear_leftovers(spec)
-    # A new folder per build, never a reused one: the compilers of a killed builder may still
-    # be writing into its folder, and must not write into this build.
     build_dir = Path(tempfile.mkdtemp(prefix=f"build-{spec.key[:12]}-", dir=spec.family_cache))
+    digests = {path: loader._sha256(Path(path)) for path in spec.source_files()[1]}  # what this build reads
+    _take_reusable_objects(spec, build_dir, digests)
+    keep = False
     try:
-        start = time.perf_counter()
+        start, start_ns = time.perf_counter(), time.time_ns()
         _compile(spec, build_dir)
-        _publish(spec, build_dir, time.perf_counter() - start)
-    finally:  # a failed build leaves nothing behind (on a full disk, its files are the problem)
+        _publish(spec, build_dir, time.perf_counter() - start, start_ns)
+        keep = True
+    except BuildError as exc:  # what did compile stays good for the next try (not on a full disk)
+        keep = not re.search(_NO_SPACE_TEXT, str(exc))
+        raise
+    finally:  # else a failed build leaves nothing behind (on a full disk, its files are the problem)
+        if keep:
+            _keep_objects(spec, build_dir, digests)
+        else:
+            shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _take_reusable_objects(spec: _Spec, build_dir: Path, digests: dict[str, str]) -> None:
+    """Move the last build's folder into the (empty) build_dir when its objects are safe to reuse: built
+    with the same config (flags, torch, compilers, archs), and every source either unchanged since or
+    modified after that build finished. ninja goes by modification times, so a source restored with an
+    old mtime would otherwise keep its stale object; then the folder is dropped and all is compiled."""
+    objects = spec.family_cache / OBJECTS
+    if not objects.is_dir():
+        return
+    try:
+        record = json.loads((objects / OBJECTS_RECORD).read_text())
+        reusable = record["config"] == spec.config and not any(
+            record["digests"].get(path) != digest and os.stat(path).st_mtime_ns <= record["finished_ns"]
+            for path, digest in digests.items())
+    except (OSError, ValueError, KeyError):
+        reusable = False
+    if reusable:
+        build_dir.rmdir()
+        os.rename(objects, build_dir)
+    else:
+        shutil.rmtree(objects, ignore_errors=True)
+
+
+def _keep_objects(spec: _Spec, build_dir: Path, digests: dict[str, str]) -> None:
+    """Keep build_dir as the family's objects folder for the next build, with what it was built from."""
+    try:
+        for library in build_dir.glob(f"*{spec.library.suffix}"):
+            library.unlink()  # maybe loaded in this process: the next link must write a new file, not into it
+        (build_dir / OBJECTS_RECORD).write_text(
+            json.dumps({"config": spec.config, "digests": digests, "finished_ns": time.time_ns()}))
+        shutil.rmtree(spec.family_cache / OBJECTS, ignore_errors=True)
+        os.rename(build_dir, spec.family_cache / OBJECTS)
+    except OSError:
         shutil.rmtree(build_dir, ignore_errors=True)
 
 
@@ -226,15 +282,23 @@ def _compile(spec: _Spec, build_dir: Path) -> None:
     """cpp_extension.load into build_dir, which also loads the library into this process."""
     cpp_extension = _cpp_extension()
 
-    defines = [f"-DJK_NAMESPACE={spec.namespace}"] + (["-DJK_WITH_CUDA"] if spec.cuda else [])
+    # The namespace in a source of its own (jk.h), and one extension name per family: cpp_extension puts
+    # -DTORCH_EXTENSION_NAME=<name> on every compile line, and a name per key would recompile them all.
+    namespace_source = build_dir / "jk_namespace.cpp"
+    namespace_source.write_text(f"// {spec.name}'s op namespace for this build (written by loader_build.py)\n"
+                                f'extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[] = '
+                                f'"{spec.namespace}";\n')
+    # cpp_extension renames an extension it has built before in this process (<name>_v1, ...): start over.
+    cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(_extension_name(spec), None)
+    defines = ["-DJK_WITH_CUDA"] if spec.cuda else []
     saved_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if spec.cuda:
         os.environ["TORCH_CUDA_ARCH_LIST"] = spec.arch_list
     try:
         with _Progress(spec):
             cpp_extension.load(
-                name=spec.namespace,
-                sources=[str(s) for s in spec.sources()],
+                name=_extension_name(spec),
+                sources=[str(s) for s in spec.sources()] + [str(namespace_source)],
                 extra_cflags=loader.CXX_FLAGS + defines,
                 extra_cuda_cflags=loader.CUDA_FLAGS + defines,
                 extra_ldflags=list(loader.LINK_FLAGS),
@@ -256,11 +320,15 @@ def _compile(spec: _Spec, build_dir: Path) -> None:
     loader._loaded_namespaces.add(spec.namespace)
 
 
-def _publish(spec: _Spec, build_dir: Path, build_seconds: float) -> None:
+def _extension_name(spec: _Spec) -> str:
+    return f"jk_{spec.name}"
+
+
+def _publish(spec: _Spec, build_dir: Path, build_seconds: float, start_ns: int) -> None:
     """Library + manifest (with its sha256) into a folder renamed to spec.out_dir in one step."""
     staging = build_dir / "publish"
     staging.mkdir()
-    shutil.copy2(build_dir / spec.library.name, staging / spec.library.name)
+    shutil.copy2(build_dir / f"{_extension_name(spec)}{spec.library.suffix}", staging / spec.library.name)
     manifest = {
         "family": spec.name, "key": spec.key, "namespace": spec.namespace, "cuda": spec.cuda,
         "archs": spec.arch_list, "torch": torch.__version__,
@@ -268,7 +336,7 @@ def _publish(spec: _Spec, build_dir: Path, build_seconds: float) -> None:
         "library_sha256": loader._sha256(staging / spec.library.name),
         "library_stat": loader._stat_identity(staging / spec.library.name),  # os.rename keeps size and mtime
         "build_seconds": round(build_seconds, 2),
-        "step_seconds": _ninja_step_seconds(build_dir),
+        "step_seconds": _ninja_step_seconds(build_dir, start_ns),
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
     if spec.out_dir.exists():  # published earlier but damaged since (cached_build_complete said no)

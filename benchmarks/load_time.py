@@ -49,8 +49,11 @@ OURS = (f"sys.path.insert(0, {str(REPO)!r}); a = time.perf_counter(); import loa
 
 
 def plain_body(build_dir: Path) -> str:
-    sources = [str(FUSED / "fused.cpp")] + ([str(FUSED / "fused.cu")] if CUDA else [])
-    flags = ["-O3", "-DJK_NAMESPACE=jk_fused_plainload"] + (["-DJK_WITH_CUDA"] if CUDA else [])
+    namespace = build_dir / "jk_namespace.cpp"  # the op namespace's string, as loader_build.py writes it (jk.h)
+    namespace.write_text('extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[] = '
+                         '"jk_fused_plainload";\n')
+    sources = [str(FUSED / "fused.cpp"), str(namespace)] + ([str(FUSED / "fused.cu")] if CUDA else [])
+    flags = ["-O3"] + (["-DJK_WITH_CUDA"] if CUDA else [])
     return textwrap.dedent(f"""
         from torch.utils.cpp_extension import load
         load(name="jk_fused_plainload", sources={sources!r}, extra_cflags={flags!r}, extra_cuda_cflags={flags!r},

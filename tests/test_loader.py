@@ -188,6 +188,36 @@ def test_edit_then_reload_runs_new_code_in_the_same_process(tmp_path):
     assert result.stderr.count("done in") == 2  # two builds, not three
 
 
+def test_a_rebuild_recompiles_only_what_changed(tmp_path):
+    """Each build starts from the last one's objects: a new key whose sources did not change (here a
+    new file beside them, as an edit of ops.py) compiles none of them; an edited source is recompiled;
+    a source put back with an old modification time (which ninja would not see) is recompiled too."""
+    root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
+    source = root / "scratch" / "scratch.cpp"
+
+    def load_and_steps(expected_value: float) -> dict:
+        result = run_python("""
+            import json, torch, loader
+            f = loader.load("scratch")
+            print("value", f.add_constant(torch.zeros(1)).item())
+            print("STEPS " + json.dumps(json.loads((f.library.parent / "manifest.json").read_text())["step_seconds"]))
+        """, root, cache)
+        assert result.returncode == 0, result.stderr
+        assert f"value {expected_value}" in result.stdout
+        return json.loads(result.stdout.split("STEPS ")[1])
+
+    assert "scratch.o" in load_and_steps(1.0)  # the first build compiles everything
+    (root / "scratch" / "notes.txt").write_text("a new file: a new key\n")
+    steps = load_and_steps(1.0)
+    assert "scratch.o" not in steps and "jk_namespace.o" in steps and "jk_scratch.so" in steps
+    source.write_text(SCRATCH_CPP.replace("VALUE", "2.0"))
+    assert "scratch.o" in load_and_steps(2.0)
+    source.write_text(SCRATCH_CPP.replace("VALUE", "3.0"))
+    an_hour_ago = time.time() - 3600
+    os.utime(source, (an_hour_ago, an_hour_ago))
+    assert "scratch.o" in load_and_steps(3.0)
+
+
 def test_concurrent_processes_build_once(tmp_path):
     root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
     env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0",

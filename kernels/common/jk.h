@@ -9,15 +9,22 @@
 #include <cmath>
 #include <string>
 
-#ifndef JK_NAMESPACE
-#error "JK_NAMESPACE is set by loader.py (-DJK_NAMESPACE=jk_<family>_<key>); build families through the loader"
-#endif
+// The op namespace (jk_<family>_<key12>) is a string the loader compiles into a one-line source of
+// its own in the build folder (jk_namespace.cpp), not a -D flag of every source: so a new key (after an
+// edit of ops.py, or of one source) recompiles no source that did not change, and ninja rebuilds only
+// what did. Hidden: each family's library binds to its own string, whatever else the process loaded.
+extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[];
 
-// TORCH_LIBRARY pastes its namespace argument, so expand JK_NAMESPACE one macro level up.
-#define JK_LIBRARY_EXPANDED(ns, m) TORCH_LIBRARY(ns, m)
-#define JK_LIBRARY(m) JK_LIBRARY_EXPANDED(JK_NAMESPACE, m)
-#define JK_LIBRARY_IMPL_EXPANDED(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
-#define JK_LIBRARY_IMPL(key, m) JK_LIBRARY_IMPL_EXPANDED(JK_NAMESPACE, key, m)
+// TORCH_LIBRARY and TORCH_LIBRARY_IMPL with the namespace given at run time: the same static
+// registration objects those macros declare, named per line so that several may share a file.
+#define JK_REGISTRATION(kind, key, m, uid)                                                                 \
+  static void C10_CONCATENATE(jk_library_init_, uid)(torch::Library&);                                    \
+  static const torch::detail::TorchLibraryInit C10_CONCATENATE(jk_library_static_init_, uid)(            \
+      kind, &C10_CONCATENATE(jk_library_init_, uid), jk_namespace, key, __FILE__, __LINE__);             \
+  void C10_CONCATENATE(jk_library_init_, uid)(torch::Library & m)
+#define JK_LIBRARY(m) JK_REGISTRATION(torch::Library::DEF, std::nullopt, m, __LINE__)
+#define JK_LIBRARY_IMPL(key, m) \
+  JK_REGISTRATION(torch::Library::IMPL, std::make_optional(c10::DispatchKey::key), m, __LINE__)
 
 namespace jk {
 
