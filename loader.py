@@ -15,6 +15,7 @@ cache miss or the CLI imports. Run `python loader.py --help` for the CLI.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.machinery
@@ -276,7 +277,8 @@ def _write_json_atomically(path: Path, value) -> None:
         temporary.write_text(json.dumps(value, indent=1))
         os.replace(temporary, path)
     except OSError:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # e.g. no folder to hold it (a file is where one should be)
+            temporary.unlink()
 
 
 def _stat_identity(path: Path) -> list[int]:

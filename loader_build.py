@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -208,10 +209,12 @@ def _clear_leftovers(spec: _Spec) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-# <cache>/<family>/objects/: the last build's folder (objects, ninja's log and dependency files), which
-# the next build of the family starts from, so that ninja recompiles only what changed.
-OBJECTS = "objects"
+# <cache>/<family>/objects-<id>/: the last build's folder (objects, ninja's log and dependency files) for
+# one config and kernels root, which the next build of them starts from, so that ninja recompiles only
+# what changed. One per config and root (CPU-only and CUDA builds, the notebook's copy of a family, each
+# keep their own), the most recently built few of them.
 OBJECTS_RECORD = "objects.json"  # in it: the config and the source digests its objects were built from
+OBJECTS_KEPT = 4
 
 
 def _build(spec: _Spec) -> None:
@@ -248,7 +251,7 @@ def _take_reusable_objects(spec: _Spec, build_dir: Path, digests: dict[str, str]
     with the same config (flags, torch, compilers, archs), and every source either unchanged since or
     modified after that build finished. ninja goes by modification times, so a source restored with an
     old mtime would otherwise keep its stale object; then the folder is dropped and all is compiled."""
-    objects = spec.family_cache / OBJECTS
+    objects = _objects_folder(spec)
     if not objects.is_dir():
         return
     try:
@@ -272,10 +275,28 @@ def _keep_objects(spec: _Spec, build_dir: Path, digests: dict[str, str]) -> None
             library.unlink()  # maybe loaded in this process: the next link must write a new file, not into it
         (build_dir / OBJECTS_RECORD).write_text(
             json.dumps({"config": spec.config, "digests": digests, "finished_ns": time.time_ns()}))
-        shutil.rmtree(spec.family_cache / OBJECTS, ignore_errors=True)
-        os.rename(build_dir, spec.family_cache / OBJECTS)
+        shutil.rmtree(_objects_folder(spec), ignore_errors=True)
+        os.rename(build_dir, _objects_folder(spec))
+        for stale in _objects_folders_by_age(spec)[:-OBJECTS_KEPT]:
+            shutil.rmtree(stale, ignore_errors=True)
     except OSError:
         shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _objects_folders_by_age(spec: _Spec) -> list[Path]:
+    """The family's objects folders, oldest build first (by the time recorded: file times are coarse)."""
+    def finished_ns(folder: Path) -> int:
+        try:
+            return json.loads((folder / OBJECTS_RECORD).read_text())["finished_ns"]
+        except (OSError, ValueError, KeyError):
+            return 0
+    return sorted(spec.family_cache.glob("objects-*"), key=finished_ns)
+
+
+def _objects_folder(spec: _Spec) -> Path:
+    """The objects folder of spec's config and kernels root."""
+    identity = "\0".join((spec.config, str(spec.dir), str(spec.common)))
+    return spec.family_cache / f"objects-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
 
 
 def _compile(spec: _Spec, build_dir: Path) -> None:

@@ -189,24 +189,27 @@ def test_edit_then_reload_runs_new_code_in_the_same_process(tmp_path):
 
 
 def test_a_rebuild_recompiles_only_what_changed(tmp_path):
-    """Each build starts from the last one's objects: a new key whose sources did not change (here a
-    new file beside them, as an edit of ops.py) compiles none of them; an edited source is recompiled;
-    a source put back with an old modification time (which ninja would not see) is recompiled too."""
+    """Each build starts from the last one's objects (of its config and kernels root): a new key whose
+    sources did not change (here a new file beside them, as an edit of ops.py) compiles none of them; an
+    edited source is recompiled; a source put back with an old modification time (which ninja would not
+    see) is recompiled too."""
     root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
     source = root / "scratch" / "scratch.cpp"
 
-    def load_and_steps(expected_value: float) -> dict:
+    def load_and_steps(expected_value: float, kernels: Path = root) -> dict:
         result = run_python("""
             import json, torch, loader
             f = loader.load("scratch")
             print("value", f.add_constant(torch.zeros(1)).item())
             print("STEPS " + json.dumps(json.loads((f.library.parent / "manifest.json").read_text())["step_seconds"]))
-        """, root, cache)
+        """, kernels, cache)
         assert result.returncode == 0, result.stderr
         assert f"value {expected_value}" in result.stdout
         return json.loads(result.stdout.split("STEPS ")[1])
 
     assert "scratch.o" in load_and_steps(1.0)  # the first build compiles everything
+    # another checkout of the family, built between two builds of this one, keeps objects of its own
+    assert "scratch.o" in load_and_steps(5.0, make_scratch_root(tmp_path / "copy", value=5.0))
     (root / "scratch" / "notes.txt").write_text("a new file: a new key\n")
     steps = load_and_steps(1.0)
     assert "scratch.o" not in steps and "jk_namespace.o" in steps and "jk_scratch.so" in steps
@@ -216,6 +219,24 @@ def test_a_rebuild_recompiles_only_what_changed(tmp_path):
     an_hour_ago = time.time() - 3600
     os.utime(source, (an_hour_ago, an_hour_ago))
     assert "scratch.o" in load_and_steps(3.0)
+
+
+def test_objects_are_kept_for_the_most_recent_few_configs_and_roots(tmp_path, monkeypatch):
+    import loader_build
+
+    monkeypatch.setenv("JITKERNELS_CACHE", str(tmp_path / "cache"))
+    specs = [loader._Spec("scratch", make_scratch_root(tmp_path / f"checkout{i}"), cuda=False)
+             for i in range(loader_build.OBJECTS_KEPT + 2)]
+    for spec in specs:
+        build_dir = spec.family_cache / f"build-{spec.key[:12]}"
+        build_dir.mkdir(parents=True)
+        (build_dir / "scratch.o").write_text("an object")
+        (build_dir / "jk_scratch.so").write_text("a library")
+        loader_build._keep_objects(spec, build_dir, {})
+        assert not build_dir.exists() and (loader_build._objects_folder(spec) / "scratch.o").is_file()
+        assert not (loader_build._objects_folder(spec) / "jk_scratch.so").exists()  # the next build links anew
+    kept = [spec for spec in specs if loader_build._objects_folder(spec).is_dir()]
+    assert kept == specs[-loader_build.OBJECTS_KEPT:]
 
 
 def test_concurrent_processes_build_once(tmp_path):
