@@ -233,8 +233,8 @@ def _build(spec: _Spec) -> None:
     keep = False
     try:
         start, start_ns = time.perf_counter(), time.time_ns()
-        _compile(spec, build_dir)
-        _publish(spec, build_dir, time.perf_counter() - start, start_ns)
+        library = _compile(spec, build_dir)
+        _publish(spec, build_dir, library, time.perf_counter() - start, start_ns)
         keep = True
     except BuildError as exc:  # what did compile stays good for the next try (not on a full disk)
         keep = not re.search(_NO_SPACE_TEXT, str(exc))
@@ -299,8 +299,8 @@ def _objects_folder(spec: _Spec) -> Path:
     return spec.family_cache / f"objects-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
 
 
-def _compile(spec: _Spec, build_dir: Path) -> None:
-    """cpp_extension.load into build_dir, which also loads the library into this process."""
+def _compile(spec: _Spec, build_dir: Path) -> Path:
+    """cpp_extension.load into build_dir, which also loads the library into this process; its path."""
     cpp_extension = _cpp_extension()
 
     # The namespace in a source of its own (jk.h), and one extension name per family: cpp_extension puts
@@ -309,8 +309,10 @@ def _compile(spec: _Spec, build_dir: Path) -> None:
     namespace_source.write_text(f"// {spec.name}'s op namespace for this build (written by loader_build.py)\n"
                                 f'extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[] = '
                                 f'"{spec.namespace}";\n')
-    # cpp_extension renames an extension it has built before in this process (<name>_v1, ...): start over.
-    cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(_extension_name(spec), None)
+    # cpp_extension renames an extension it has built before in this process (<name>_v1, ...), and so
+    # every compile line: forget the earlier builds (a private table; without it a rebuild in the same
+    # process just compiles everything again).
+    getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", {}).pop(_extension_name(spec), None)
     defines = ["-DJK_WITH_CUDA"] if spec.cuda else []
     saved_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if spec.cuda:
@@ -339,17 +341,20 @@ def _compile(spec: _Spec, build_dir: Path) -> None:
         else:
             os.environ["TORCH_CUDA_ARCH_LIST"] = saved_arch
     loader._loaded_namespaces.add(spec.namespace)
+    # The one library in the folder (_keep_objects deleted the last build's): jk_<family>.so, or
+    # jk_<family>_v<n>.so had cpp_extension renamed it after all.
+    return next(build_dir.glob(f"{_extension_name(spec)}*{spec.library.suffix}"))
 
 
 def _extension_name(spec: _Spec) -> str:
     return f"jk_{spec.name}"
 
 
-def _publish(spec: _Spec, build_dir: Path, build_seconds: float, start_ns: int) -> None:
+def _publish(spec: _Spec, build_dir: Path, library: Path, build_seconds: float, start_ns: int) -> None:
     """Library + manifest (with its sha256) into a folder renamed to spec.out_dir in one step."""
     staging = build_dir / "publish"
     staging.mkdir()
-    shutil.copy2(build_dir / f"{_extension_name(spec)}{spec.library.suffix}", staging / spec.library.name)
+    shutil.copy2(library, staging / spec.library.name)
     manifest = {
         "family": spec.name, "key": spec.key, "namespace": spec.namespace, "cuda": spec.cuda,
         "archs": spec.arch_list, "torch": torch.__version__,
