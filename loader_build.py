@@ -275,8 +275,9 @@ def _keep_objects(spec: _Spec, build_dir: Path, digests: dict[str, str]) -> None
             library.unlink()  # maybe loaded in this process: the next link must write a new file, not into it
         (build_dir / OBJECTS_RECORD).write_text(
             json.dumps({"config": spec.config, "digests": digests, "finished_ns": time.time_ns()}))
-        shutil.rmtree(_objects_folder(spec), ignore_errors=True)
-        os.rename(build_dir, _objects_folder(spec))
+        objects = _objects_folder(spec)
+        shutil.rmtree(objects, ignore_errors=True)
+        os.rename(build_dir, objects)
         for stale in _objects_folders_by_age(spec)[:-OBJECTS_KEPT]:
             shutil.rmtree(stale, ignore_errors=True)
     except OSError:
@@ -305,10 +306,7 @@ def _compile(spec: _Spec, build_dir: Path) -> Path:
 
     # The namespace in a source of its own (jk.h), and one extension name per family: cpp_extension puts
     # -DTORCH_EXTENSION_NAME=<name> on every compile line, and a name per key would recompile them all.
-    namespace_source = build_dir / "jk_namespace.cpp"
-    namespace_source.write_text(f"// {spec.name}'s op namespace for this build (written by loader_build.py)\n"
-                                f'extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[] = '
-                                f'"{spec.namespace}";\n')
+    namespace_source = write_namespace_source(build_dir, spec.namespace)
     # cpp_extension renames an extension it has built before in this process (<name>_v1, ...), and so
     # every compile line: forget the earlier builds (a private table; without it a rebuild in the same
     # process just compiles everything again).
@@ -344,6 +342,14 @@ def _compile(spec: _Spec, build_dir: Path) -> Path:
     # The one library in the folder (_keep_objects deleted the last build's): jk_<family>.so, or
     # jk_<family>_v<n>.so had cpp_extension renamed it after all.
     return next(build_dir.glob(f"{_extension_name(spec)}*{spec.library.suffix}"))
+
+
+def write_namespace_source(folder: Path, namespace: str) -> Path:
+    """folder/jk_namespace.cpp: the string jk.h's JK_LIBRARY macros register the family's ops under."""
+    source = folder / "jk_namespace.cpp"
+    source.write_text(f"// the op namespace of this build (loader_build.write_namespace_source)\n"
+                      f'extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[] = "{namespace}";\n')
+    return source
 
 
 def _extension_name(spec: _Spec) -> str:

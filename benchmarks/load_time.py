@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+import loader_build  # noqa: E402
 FUSED = REPO / "kernels" / "fused"
 PYBIND = REPO / "benchmarks" / "pybind_style"
 CUDA = torch.cuda.is_available()
@@ -49,9 +51,7 @@ OURS = (f"sys.path.insert(0, {str(REPO)!r}); a = time.perf_counter(); import loa
 
 
 def plain_body(build_dir: Path) -> str:
-    namespace = build_dir / "jk_namespace.cpp"  # the op namespace's string, as loader_build.py writes it (jk.h)
-    namespace.write_text('extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[] = '
-                         '"jk_fused_plainload";\n')
+    namespace = loader_build.write_namespace_source(build_dir, "jk_fused_plainload")  # what jk.h registers under
     sources = [str(FUSED / "fused.cpp"), str(namespace)] + ([str(FUSED / "fused.cu")] if CUDA else [])
     flags = ["-O3"] + (["-DJK_WITH_CUDA"] if CUDA else [])
     return textwrap.dedent(f"""
