@@ -215,6 +215,10 @@ def _clear_leftovers(spec: _Spec) -> None:
 # keep their own), the most recently built few of them.
 OBJECTS_RECORD = "objects.json"  # in it: the config and the source digests its objects were built from
 OBJECTS_KEPT = 4
+# Published builds (<cache>/<family>/<key>/) of one config and kernels root: every edit -> reload makes
+# one, so the older ones are deleted once this many newer ones exist (a branch switched back and forth
+# still loads warm). Builds of other configs or roots are left alone.
+BUILDS_KEPT = 4
 
 
 def _build(spec: _Spec) -> None:
@@ -294,10 +298,31 @@ def _objects_folders_by_age(spec: _Spec) -> list[Path]:
     return sorted(spec.family_cache.glob("objects-*"), key=finished_ns)
 
 
+def _origin(spec: _Spec) -> str:
+    """What spec's builds share across edits: its config and kernels root (sources aside), 12 hex digits."""
+    identity = "\0".join((spec.config, str(spec.dir), str(spec.common)))
+    return hashlib.sha256(identity.encode()).hexdigest()[:12]
+
+
 def _objects_folder(spec: _Spec) -> Path:
     """The objects folder of spec's config and kernels root."""
-    identity = "\0".join((spec.config, str(spec.dir), str(spec.common)))
-    return spec.family_cache / f"objects-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    return spec.family_cache / f"objects-{_origin(spec)}"
+
+
+def _prune_superseded_builds(spec: _Spec) -> None:
+    """Delete the published builds of spec's origin but the BUILDS_KEPT most recent (spec's included).
+    Called under the family lock. A process that loaded one keeps it (the mapping outlives the file),
+    and one that reaches for a deleted build finds no manifest and builds it again."""
+    builds = []
+    for folder in spec.family_cache.iterdir():
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text())
+        except (OSError, ValueError):  # not a build folder, or one being deleted
+            continue
+        if manifest.get("origin") == _origin(spec) and folder.name != spec.key:
+            builds.append((manifest.get("published_ns", 0), folder))
+    for _, folder in sorted(builds, reverse=True)[BUILDS_KEPT - 1:]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _compile(spec: _Spec, build_dir: Path) -> Path:
@@ -369,12 +394,14 @@ def _publish(spec: _Spec, build_dir: Path, library: Path, build_seconds: float, 
         "library_stat": loader._stat_identity(staging / spec.library.name),  # os.rename keeps size and mtime
         "build_seconds": round(build_seconds, 2),
         "step_seconds": _ninja_step_seconds(build_dir, start_ns),
+        "origin": _origin(spec), "published_ns": time.time_ns(),  # _prune_superseded_builds
     }
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
     if spec.out_dir.exists():  # published earlier but damaged since (cached_build_complete said no)
         print(f"[jitkernels] replacing the damaged cached build at {spec.out_dir}", file=sys.stderr, flush=True)
         shutil.rmtree(spec.out_dir, ignore_errors=True)
     os.rename(staging, spec.out_dir)  # atomic: readers see all of it or nothing
+    _prune_superseded_builds(spec)
 
 
 @contextlib.contextmanager

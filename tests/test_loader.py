@@ -239,6 +239,47 @@ def test_objects_are_kept_for_the_most_recent_few_configs_and_roots(tmp_path, mo
     assert kept == specs[-loader_build.OBJECTS_KEPT:]
 
 
+def test_superseded_builds_are_deleted_but_the_most_recent_few(tmp_path, monkeypatch):
+    """Each edit -> reload publishes a build; only the newest BUILDS_KEPT of one config and kernels root
+    stay. Another root's build (here a copy of the family) and a build without a recorded origin (an
+    older cache) are left alone."""
+    import loader_build
+
+    root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
+    ops_py = root / "scratch" / "ops.py"
+    result = run_python(f"""
+        import pathlib, torch, loader, loader_build
+        loader_build.BUILDS_KEPT = 2
+        print("COPY", loader.load("scratch", {str(make_scratch_root(tmp_path / 'copy', value=5.0))!r}).key)
+        f = loader.load("scratch")
+        keys = [f.key]
+        for edit in range(3):  # an ops.py edit: a new key, linked only
+            pathlib.Path({str(ops_py)!r}).write_text(f"# edit {{edit}}\\n")
+            keys.append(loader.reload("scratch").key)
+            assert f.add_constant(torch.zeros(1)).item() == 1.0
+        print("KEYS", *keys)
+    """, root, cache)
+    assert result.returncode == 0, result.stderr
+    keys = result.stdout.split("KEYS ")[1].split()
+    copy_key = result.stdout.split("COPY ")[1].split()[0]
+    assert len(set(keys)) == 4
+    published = {p.name for p in (cache / "scratch").iterdir() if (p / loader.MANIFEST).is_file()}
+    assert published == {copy_key, *keys[-2:]}
+
+    # the unit: an old manifest without an origin stays; of one origin, the newest stay
+    monkeypatch.setenv("JITKERNELS_CACHE", str(tmp_path / "unit"))
+    monkeypatch.setattr(loader_build, "BUILDS_KEPT", 2)
+    spec = loader._Spec("scratch", root, cuda=False)
+    spec.family_cache.mkdir(parents=True, exist_ok=True)
+    for i, origin in enumerate([None, loader_build._origin(spec), loader_build._origin(spec)]):
+        folder = spec.family_cache / f"{i:064x}"
+        folder.mkdir()
+        (folder / loader.MANIFEST).write_text(json.dumps({"published_ns": i, **({"origin": origin} if origin else {})}))
+    loader_build._prune_superseded_builds(spec)  # spec.key itself counts as one of the two kept
+    remaining = {p.name for p in spec.family_cache.iterdir() if (p / loader.MANIFEST).is_file()}
+    assert f"{0:064x}" in remaining and f"{2:064x}" in remaining and f"{1:064x}" not in remaining
+
+
 def test_concurrent_processes_build_once(tmp_path):
     root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
     env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0",
