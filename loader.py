@@ -32,7 +32,8 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["BuildError", "Family", "families", "load", "reload", "cache_dir", "info", "register_autograd"]
+__all__ = ["BuildError", "Family", "families", "load", "prebuild", "reload", "cache_dir", "info",
+           "register_autograd"]
 
 # Paths are made absolute, not resolved: resolving stats every component (~0.1 ms each time, the warm path
 # took three), and nothing here needs symlinks undone.
@@ -481,6 +482,15 @@ def load(name: str, root: str | os.PathLike | None = None) -> Family:
         family._bind(spec)
         _families[f"{base}::{name}"] = family
         return family
+
+
+def prebuild(names: list[str] | None = None, root: str | os.PathLike | None = None) -> None:
+    """Build the families (all by default) that the cache lacks, several at once where the machine has
+    the cores (one process each), so a first run waits for the slowest family, not for the sum. Raises
+    nothing: a family that failed to build raises its BuildError when it is loaded."""
+    import loader_build
+
+    loader_build.build_at_once(list(names) if names is not None else families(root), kernels_root(root))
 
 
 def reload(name: str, root: str | os.PathLike | None = None) -> Family:

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +37,43 @@ def build_and_load(spec: _Spec) -> None:
         if error is None:
             raise
         raise error from None
+
+
+def build_at_once(names: list[str], root: Path) -> None:
+    """Build the families of `names` that the cache lacks in child processes (`loader.py build NAME`),
+    several at a time: ninja already spreads one family over the cores its few files can use, so a
+    machine with cores to spare builds the next families beside it instead of after it. Up to one
+    family per 4 CPUs at once; with fewer than 8 CPUs nothing here (load builds each in turn).
+    Outcomes are printed, not raised: load() of a family that failed builds it again and raises."""
+    missing = []
+    for name in names:
+        with contextlib.suppress(ValueError):  # not a family: load(name) says so
+            if not _Spec(name, root).cached_build_complete():
+                missing.append(name)
+    slots = (os.cpu_count() or 1) // 4
+    if len(missing) < 2 or slots < 2:
+        return
+    print(f"[jitkernels] building {', '.join(missing)}: up to {slots} at once, one process each",
+          file=sys.stderr, flush=True)
+    start, waiting, running = time.perf_counter(), list(missing), {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < slots:
+                name = waiting.pop(0)
+                running[name] = subprocess.Popen(
+                    [sys.executable, str(loader.REPO / "loader.py"), "--root", str(root), "build", name],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.1)
+            for name, child in list(running.items()):
+                if child.poll() is not None:
+                    del running[name]
+                    outcome = "built" if child.returncode == 0 else "failed (its load says why)"
+                    print(f"[jitkernels] {name} {outcome} after {time.perf_counter() - start:.1f}s",
+                          file=sys.stderr, flush=True)
+    finally:  # interrupted: stop the builders (a killed builder leaves no lock and no torn build)
+        for child in running.values():
+            child.kill()
+            child.wait()
 
 
 def _verbose() -> bool:
@@ -455,6 +493,7 @@ def _cli_build(args) -> int:
     if args.cuda is not None:
         os.environ["JITKERNELS_CUDA"] = "1" if args.cuda else "0"
     names = families(args.root) if args.all or not args.names else args.names
+    build_at_once(names, kernels_root(args.root))
     failed = 0
     for name in names:
         try:

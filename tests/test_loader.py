@@ -280,6 +280,34 @@ def test_superseded_builds_are_deleted_but_the_most_recent_few(tmp_path, monkeyp
     assert f"{0:064x}" in remaining and f"{2:064x}" in remaining and f"{1:064x}" not in remaining
 
 
+def test_prebuild_builds_missing_families_side_by_side_in_child_processes(tmp_path, monkeypatch, capsys):
+    """With cores to spare, prebuild compiles the uncached families in child processes at once; a broken
+    one is reported, not raised (its load raises), and cached ones are not rebuilt. Below 8 CPUs it
+    leaves every build to load."""
+    monkeypatch.setenv("JITKERNELS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("JITKERNELS_CUDA", "0")
+    root = make_scratch_root(tmp_path, value=1.0, name="first")
+    make_scratch_root(tmp_path, value=2.0, name="second")
+    make_scratch_root(tmp_path, name="broken")
+    (root / "broken" / "broken.cpp").write_text("this is not C++\n")
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    loader.prebuild(root=root)
+    assert not any(loader._Spec(name, root).cached_build_complete() for name in ("first", "second"))
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    loader.prebuild(root=root)
+    log = capsys.readouterr().err
+    assert "first built" in log and "second built" in log and "broken failed" in log
+    specs = [loader._Spec(name, root) for name in ("first", "second")]
+    assert all(spec.cached_build_complete() for spec in specs)
+    assert not {spec.namespace for spec in specs} & loader._loaded_namespaces  # built elsewhere
+    loader.prebuild(["first", "second"], root=root)  # both cached: nothing to do
+    assert capsys.readouterr().err == ""
+    with pytest.raises(loader.BuildError, match="broken.cpp:1"):
+        loader.load("broken", root)
+
+
 def test_concurrent_processes_build_once(tmp_path):
     root, cache = make_scratch_root(tmp_path), tmp_path / "cache"
     env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0",
