@@ -29,6 +29,32 @@ def _seed():
     torch.manual_seed(0)
 
 
+def _families_named_in(paths: list[str]) -> set[str]:
+    """The families that the test files under `paths` name (loader.load("x") or loader.x)."""
+    import re
+    from pathlib import Path
+
+    import loader
+
+    known = set(loader.families())
+    files = [f for p in map(Path, paths) for f in ([p] if p.is_file() else p.rglob("test_*.py"))]
+    named = set()
+    for file in files:
+        named |= set(re.findall(r'loader\.(?:load\(")?(\w+)', file.read_text())) & known
+    return named
+
+
+def pytest_sessionstart(session):
+    """Test modules load their families when collected, one after another: build the ones the selected
+    files need side by side first (loader.prebuild: only on machines with 8 or more CPUs)."""
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: the controller did it
+        return
+    import loader
+
+    paths = [arg.split("::")[0] for arg in session.config.args]
+    loader.prebuild(sorted(_families_named_in([p for p in paths if os.path.exists(p)])))
+
+
 def pytest_terminal_summary(terminalreporter):
     """test_bad_input.py counts the cases it tried: say how many."""
     import sys
