@@ -51,7 +51,7 @@ def build_at_once(names: list[str], root: Path) -> None:
             if not _Spec(name, root).cached_build_complete():
                 missing.append(name)
     slots = (os.cpu_count() or 1) // 4
-    if len(missing) < 2 or slots < 2:
+    if len(missing) < 2 or slots < 2 or not sys.executable:  # (no interpreter to start: an embedded Python)
         return
     print(f"[jitkernels] building {', '.join(missing)}: up to {slots} at once, one process each",
           file=sys.stderr, flush=True)
