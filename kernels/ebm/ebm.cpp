@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -188,40 +189,86 @@ struct LocalRows {
   A energy(const A* x, int64_t D) const { return row_energy(m, x, D); }
 };
 
-// The Gaussian with its symmetrized precision and mean in A.
+// One AVX register of float or double (a GCC/Clang vector extension; two SSE registers where AVX is off).
+template <typename A>
+struct Simd;
+template <>
+struct Simd<float> { typedef float Vec __attribute__((vector_size(32))); };
+template <>
+struct Simd<double> { typedef double Vec __attribute__((vector_size(32))); };
+
+// The Gaussian with its symmetrized precision and mean in A, for rows of D <= kCpuGaussianMaxD (wider
+// ones take a matrix product). Psym·(x − μ) is a sum of Psym's rows (it is symmetric) scaled by x − μ,
+// built a band of columns at a time in vector registers, with Psym's rows padded with zeros to whole
+// bands. A band is up to 8 registers wide, so that many chains of multiply-adds overlap (with one, D = 64
+// waited on each add's latency). The plain loops kept the sums in memory (bfloat16 scores, D = 16, 2
+// cores: 1.2 ms against eager's 0.5) and the energy's dot products did not vectorize (D = 64: 32 ms).
 template <typename A>
 struct GaussRows {
-  std::vector<A> p, mu;  // p: D×D, ½(P + Pᵀ)
+  using Vec = typename Simd<A>::Vec;
+  static constexpr int64_t kLanes = sizeof(Vec) / sizeof(A);
+  static_assert(kCpuGaussianMaxD % (8 * kLanes) == 0, "whole bands of D <= kCpuGaussianMaxD fit its buffers");
+  int64_t band;          // registers per band: 1, 2, 4 or 8
+  int64_t width;         // D rounded up to whole bands
+  std::vector<A> p, mu;  // p: D × width, ½(P + Pᵀ) and zeros
 
+  static int64_t band_for(int64_t registers) {  // the power of 2 up to 8 that covers them
+    return registers > 4 ? 8 : registers > 2 ? 4 : registers;
+  }
   template <typename T>  // the last argument only names T
-  GaussRows(const at::Tensor& mean, const at::Tensor& precision, int64_t D, const T*) : p(D * D), mu(D) {
+  GaussRows(const at::Tensor& mean, const at::Tensor& precision, int64_t D, const T*)
+      : band(band_for((D + kLanes - 1) / kLanes)),
+        width((D + band * kLanes - 1) / (band * kLanes) * (band * kLanes)), p(D * width, A(0)), mu(D) {
+    TORCH_CHECK(D <= kCpuGaussianMaxD, "GaussRows: rows of D = ", D, " go through a matrix product");
     const at::Tensor m = mean.contiguous(), q = precision.contiguous();
     const T* mp = m.const_data_ptr<T>();
     const T* qp = q.const_data_ptr<T>();
     for (int64_t i = 0; i < D; ++i) {
       mu[i] = static_cast<A>(mp[i]);
       for (int64_t j = 0; j < D; ++j)
-        p[i * D + j] = A(0.5) * (static_cast<A>(qp[i * D + j]) + static_cast<A>(qp[j * D + i]));
+        p[i * width + j] = A(0.5) * (static_cast<A>(qp[i * D + j]) + static_cast<A>(qp[j * D + i]));
     }
   }
-  // g = Psym·(x − μ) as a sum of rows of Psym (symmetric): the inner loop is an axpy, which
-  // the compiler vectorizes (a dot product would need reassociation).
-  void grad(const A* x, A* g, int64_t D) const {
-    std::fill(g, g + D, A(0));
-    for (int64_t j = 0; j < D; ++j) {
-      const A dj = x[j] - mu[j];
-      const A* row = p.data() + j * D;
-      for (int64_t i = 0; i < D; ++i) g[i] += dj * row[i];
+  template <int kBand>
+  void bands(const A* d, A* s, int64_t D, int64_t stored) const {
+    for (int64_t column = 0; column < width; column += kBand * kLanes) {
+      Vec sum[kBand] = {};
+      for (int64_t j = 0; j < D; ++j) {
+        const A* row = p.data() + j * width + column;
+        for (int k = 0; k < kBand; ++k) {
+          Vec v;
+          std::memcpy(&v, row + k * kLanes, sizeof(Vec));  // an unaligned load
+          sum[k] += d[j] * v;
+        }
+      }
+      if (column + kBand * kLanes <= stored) {
+        std::memcpy(s + column, sum, sizeof(sum));
+      } else {  // the last band of a grad: g holds D values
+        A last[kBand * kLanes];
+        std::memcpy(last, sum, sizeof(sum));
+        for (int64_t i = 0; i < stored - column; ++i) s[column + i] = last[i];
+      }
     }
+  }
+  // d = x − μ (D values) and s = Psym·d (its first `stored` values: D, or width).
+  void product(const A* x, A* d, A* s, int64_t D, int64_t stored) const {
+    for (int64_t j = 0; j < D; ++j) d[j] = x[j] - mu[j];
+    switch (band) {
+      case 1: return bands<1>(d, s, D, stored);
+      case 2: return bands<2>(d, s, D, stored);
+      case 4: return bands<4>(d, s, D, stored);
+      default: return bands<8>(d, s, D, stored);
+    }
+  }
+  void grad(const A* x, A* g, int64_t D) const {
+    A d[kCpuGaussianMaxD];
+    product(x, d, g, D, D);
   }
   A energy(const A* x, int64_t D) const {
+    A d[kCpuGaussianMaxD], s[kCpuGaussianMaxD];  // width <= kCpuGaussianMaxD: whole bands stored
+    product(x, d, s, D, width);
     A e = 0;
-    for (int64_t i = 0; i < D; ++i) {
-      A s = 0;
-      const A* row = p.data() + i * D;
-      for (int64_t j = 0; j < D; ++j) s += row[j] * (x[j] - mu[j]);
-      e += (x[i] - mu[i]) * s;
-    }
+    for (int64_t i = 0; i < D; ++i) e += d[i] * s[i];
     return A(0.5) * e;
   }
 };
