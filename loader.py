@@ -351,15 +351,22 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     the op's inputs only. ops.py files get it from the loader, beside NAMESPACE.
     Looking up the op and making its autograd.Function wait for the op's first call, so a family's unused
     ops never pay for them: a warm load of fused on the GPU machine went 3.70 -> 3.17 ms (session 20,
-    same host, alternating fresh processes: benchmarks/results/session20/call5)."""
+    same host, alternating fresh processes: benchmarks/results/session20/call5).
+    An op defined with jk::def_differentiable (jk.h) has a twin `<name>_autograd`: the kernel goes there,
+    and the op's own C++ Autograd kernel sends only the calls that record a gradient to it."""
     arguments = torch._C._get_schema(qualname, "").arguments
     if any(argument.kwarg_only for argument in arguments):
         raise NotImplementedError(f"{qualname} has keyword-only arguments: use torch.library.register_autograd")
     namespace, name = qualname.split("::")
+    try:  # defined with jk::def_differentiable: the Python kernel serves its twin, plain calls stay in C++
+        torch._C._get_schema(f"{qualname}_autograd", "")
+        kernel_op = f"{name}_autograd"
+    except RuntimeError:  # defined with m.def: the Python kernel serves every call
+        kernel_op = name
 
     @functools.cache
     def op_and_function():
-        op = getattr(getattr(torch.ops, namespace), name).default
+        op = getattr(getattr(torch.ops, namespace), kernel_op).default
 
         def forward(ctx, *inputs):
             *args, keyset = inputs  # the keyset rides last, so backward returns None for it
@@ -391,7 +398,7 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     library = _autograd_libraries.get(namespace)
     if library is None:
         library = _autograd_libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
-    library.impl(name, autograd_kernel, "Autograd", with_keyset=True)
+    library.impl(kernel_op, autograd_kernel, "Autograd", with_keyset=True)
 
 
 def _below_autograd(op, keyset, args):

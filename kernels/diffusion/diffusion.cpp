@@ -417,7 +417,7 @@ JK_LIBRARY(m) {
         "Tensor? noise=None, str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0, "
         "bool set_alpha_to_one=True, bool use_clipped_model_output=False) -> Tensor",
         {at::Tag::nondeterministic_seeded});
-  m.def("conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int num_groups, "
+  jk::def_differentiable(m, "conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int num_groups, "
         "int? padding=None, float eps=1e-05) -> Tensor");
 }
 

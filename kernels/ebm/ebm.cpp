@@ -703,19 +703,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, co
 // ---------------------------------------------------------------- registration
 
 JK_LIBRARY(m) {
-  m.def("gaussian_energy(Tensor x, Tensor mean, Tensor precision) -> Tensor");
+  jk::def_differentiable(m, "gaussian_energy(Tensor x, Tensor mean, Tensor precision) -> Tensor");
   m.def("gaussian_score(Tensor x, Tensor mean, Tensor precision) -> Tensor");
-  m.def("double_well_energy(Tensor x, float barrier_height=2.0, float b=1.0) -> Tensor");
+  jk::def_differentiable(m, "double_well_energy(Tensor x, float barrier_height=2.0, float b=1.0) -> Tensor");
   m.def("double_well_score(Tensor x, float barrier_height=2.0, float b=1.0) -> Tensor");
-  m.def("harmonic_energy(Tensor x, float k=1.0) -> Tensor");
+  jk::def_differentiable(m, "harmonic_energy(Tensor x, float k=1.0) -> Tensor");
   m.def("harmonic_score(Tensor x, float k=1.0) -> Tensor");
-  m.def("rosenbrock_energy(Tensor x, float a=1.0, float b=100.0) -> Tensor");
+  jk::def_differentiable(m, "rosenbrock_energy(Tensor x, float a=1.0, float b=100.0) -> Tensor");
   m.def("rosenbrock_score(Tensor x, float a=1.0, float b=100.0) -> Tensor");
-  m.def("rastrigin_energy(Tensor x, float a=10.0) -> Tensor");
+  jk::def_differentiable(m, "rastrigin_energy(Tensor x, float a=10.0) -> Tensor");
   m.def("rastrigin_score(Tensor x, float a=10.0) -> Tensor");
-  m.def("ackley_energy(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
+  jk::def_differentiable(m, "ackley_energy(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
   m.def("ackley_score(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
-  m.def("langevin_step(Tensor x, Tensor grad, float step_size, float noise_scale=1.0, float? clamp_min=None, "
+  jk::def_differentiable(m, "langevin_step(Tensor x, Tensor grad, float step_size, float noise_scale=1.0, float? clamp_min=None, "
         "float? clamp_max=None, Generator? generator=None) -> Tensor");
   m.def("langevin_step_(Tensor(a!) x, Tensor grad, float step_size, float noise_scale=1.0, "
         "float? clamp_min=None, float? clamp_max=None, Generator? generator=None) -> Tensor(a!)");

@@ -45,7 +45,7 @@ at::Tensor relu_add(const at::Tensor& x, const at::Tensor& y, double bias) {
 }
 
 JK_LIBRARY(m) {
-  m.def("relu_add(Tensor x, Tensor y, float bias=0.0) -> Tensor");
+  jk::def_differentiable(m, "relu_add(Tensor x, Tensor y, float bias=0.0) -> Tensor");
 }
 
 JK_LIBRARY_IMPL(CPU, m) { m.impl("relu_add", &relu_add); }

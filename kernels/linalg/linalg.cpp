@@ -434,9 +434,9 @@ std::tuple<at::Tensor, at::Tensor> per_sample_grad_linear(const at::Tensor& x, c
 }
 
 JK_LIBRARY(m) {
-  m.def("matrix_inverse_root(Tensor A, int p=4, float eps=1e-6, float max_cond=0.0) -> (Tensor, Tensor)");
-  m.def("kron(Tensor A, Tensor B) -> Tensor");
-  m.def("per_sample_grad_linear(Tensor x, Tensor grad_out, bool with_bias=True) -> (Tensor, Tensor)");
+  jk::def_differentiable(m, "matrix_inverse_root(Tensor A, int p=4, float eps=1e-6, float max_cond=0.0) -> (Tensor, Tensor)");
+  jk::def_differentiable(m, "kron(Tensor A, Tensor B) -> Tensor");
+  jk::def_differentiable(m, "per_sample_grad_linear(Tensor x, Tensor grad_out, bool with_bias=True) -> (Tensor, Tensor)");
 }
 
 #define JK_LINALG_IMPL(key)                                          \
