@@ -66,10 +66,15 @@ def _host_vector_flags(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
 # every CPU kernel ran on one thread (found in session 8). Only where torch itself uses OpenMP (its
 # Linux builds); compile-only, so the calls bind to the libgomp torch has loaded (one runtime in
 # the process, and no libgomp needed at link time); elsewhere torch's own pool needs nothing.
-# Then the host's vector extensions (above).
+# Then the host's vector extensions (above). -fvisibility=hidden: a reload loads the new library beside
+# the old one, and a static inside a template or inline function (a once-per-device flag) was a unique
+# symbol that the new library bound to the old one's copy: after a second diffusion build loaded, its
+# conv kernel skipped its own large-cluster setup and failed to launch (session 23). Hidden, each library
+# keeps its own; nothing is looked up in our libraries by name (ops register from static initializers).
+VISIBILITY_FLAGS = ["-fvisibility=hidden", "-fvisibility-inlines-hidden"]
 CXX_FLAGS = ["-O3", "-fno-math-errno", "-fno-trapping-math", *(["-fopenmp"] if torch._C.has_openmp else []),
-             *_host_vector_flags()]
-CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr"]
+             *_host_vector_flags(), *VISIBILITY_FLAGS]
+CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr", *(flag for v in VISIBILITY_FLAGS for flag in ("-Xcompiler", v))]
 # The GPU image's compiler (CXX=/opt/gcc/bin/g++) links libstdc++ statically, and every library then
 # exported its ~4000 symbols: each one a lookup through the whole process at dlopen (1.2 ms of a 4 ms
 # warm load of fused there, session 14), and exported they can bind half to the process's own

@@ -188,6 +188,41 @@ def test_edit_then_reload_runs_new_code_in_the_same_process(tmp_path):
     assert result.stderr.count("done in") == 2  # two builds, not three
 
 
+def test_a_reloaded_build_keeps_its_own_function_local_statics(tmp_path):
+    """A reload loads the new library beside the old one. A static inside a template or inline function
+    (a flag set once, such as diffusion's "large clusters allowed on this device") was a unique symbol
+    that the new library bound to the old one's copy, so its kernel missed its own setup (session 23:
+    conv1d_gn_mish failed with "cluster misconfiguration" after a second diffusion build loaded)."""
+    root = tmp_path / "kernels"
+    (root / "statics").mkdir(parents=True)
+    source = root / "statics" / "statics.cpp"
+    source.write_text(textwrap.dedent("""\
+        #include "jk.h"
+
+        template <typename T>
+        int64_t calls() {  // counts this library's calls
+          static int64_t count = 0;
+          return ++count;
+        }
+
+        at::Tensor count_calls(const at::Tensor& x) { return x.add(calls<float>() + VERSION); }
+
+        JK_LIBRARY(m) { m.def("count_calls(Tensor x) -> Tensor"); }
+        JK_LIBRARY_IMPL(CPU, m) { m.impl("count_calls", &count_calls); }
+        """).replace("VERSION", "0"))
+    result = run_python(f"""
+        import pathlib, torch, loader
+        f = loader.load("statics")
+        first = [f.count_calls(torch.zeros(1)).item() for _ in range(2)]
+        src = pathlib.Path({str(source)!r})
+        src.write_text(src.read_text().replace("+ 0)", "+ 100)"))
+        loader.reload("statics")
+        print("calls", *first, f.count_calls(torch.zeros(1)).item())
+    """, root, tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    assert "calls 1.0 2.0 101.0" in result.stdout, result.stdout  # 103.0: the old library's count went on
+
+
 def test_a_rebuild_recompiles_only_what_changed(tmp_path):
     """Each build starts from the last one's objects (of its config and kernels root): a new key whose
     sources did not change (here a new file beside them, as an edit of ops.py) compiles none of them; an
