@@ -351,13 +351,13 @@ def _prune_superseded_builds(spec: _Spec) -> None:
     """Delete the published builds of spec's origin but the BUILDS_KEPT most recent (spec's included).
     Called under the family lock. A process that loaded one keeps it (the mapping outlives the file),
     and one that reaches for a deleted build finds no manifest and builds it again."""
-    builds = []
+    origin, builds = _origin(spec), []
     for folder in spec.family_cache.iterdir():
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
         except (OSError, ValueError):  # not a build folder, or one being deleted
             continue
-        if manifest.get("origin") == _origin(spec) and folder.name != spec.key:
+        if manifest.get("origin") == origin and folder.name != spec.key:
             builds.append((manifest.get("published_ns", 0), folder))
     for _, folder in sorted(builds, reverse=True)[BUILDS_KEPT - 1:]:
         shutil.rmtree(folder, ignore_errors=True)
