@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 __all__ = ["BuildError", "Family", "families", "load", "prebuild", "reload", "cache_dir", "info",
-           "register_autograd"]
+           "register_autograd", "vjp_by_autograd"]
 
 # Paths are made absolute, not resolved: resolving stats every component (~0.1 ms each time, the warm path
 # took three), and nothing here needs symlinks undone.
@@ -406,10 +406,40 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     library.impl(kernel_op, autograd_kernel, "Autograd", with_keyset=True)
 
 
+def vjp_by_autograd(formula, inputs, needs_input_grad, grad_output):
+    """For a backward given to register_autograd: the gradient of <grad_output, formula(*inputs)> for
+    each input that needs one (None for the others), by autograd through `formula`, the op written in
+    PyTorch ops (usually its reference). With grad mode on (a backward with create_graph=True) the
+    gradients are differentiable again, so derivatives of any order come out right."""
+    wanted = [i for i, (x, need) in enumerate(zip(inputs, needs_input_grad)) if need and isinstance(x, torch.Tensor)]
+    result = [None] * len(inputs)
+    if not wanted:
+        return tuple(result)
+    create_graph = torch.is_grad_enabled()
+    args = list(inputs)
+    if not create_graph:  # a graph of its own, from detached inputs
+        for i in wanted:
+            args[i] = inputs[i].detach().requires_grad_()
+    with torch.enable_grad():
+        output = formula(*args)
+        grads = torch.autograd.grad(output, [args[i] for i in wanted], grad_output.to(output.dtype),
+                                    create_graph=create_graph, allow_unused=True)
+    for i, grad in zip(wanted, grads):
+        result[i] = grad
+    return tuple(result)
+
+
 def _below_autograd(op, keyset, args):
     """op(*args) re-dispatched below the Autograd key (register_autograd's kernels)."""
     with torch._C._AutoDispatchBelowAutograd():
         return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+
+
+def _reference_module(family: str, path: Path) -> types.ModuleType:
+    """A family's reference.py, run on first use (a reload runs an edited one anew): Family.reference,
+    and ops.py's load_reference for backward formulas."""
+    module = sys.modules.get(f"_jk_reference_{family}")
+    return module if module is not None else _exec_module(f"_jk_reference_{family}", path, {})
 
 
 def _exec_module(module_name: str, path: Path, injected: dict) -> types.ModuleType:
@@ -436,8 +466,10 @@ class Family:
     def _bind(self, spec: _Spec) -> None:
         ops_module = sys.modules.get(f"_jk_ops_{spec.namespace}")  # one binding per build: ops.py registers
         if ops_module is None and (spec.dir / "ops.py").is_file():    # autograd and fakes, which can't repeat
+            load_reference = functools.partial(_reference_module, spec.name, spec.dir / "reference.py")
             ops_module = _exec_module(f"_jk_ops_{spec.namespace}", spec.dir / "ops.py",
-                                      {"NAMESPACE": spec.namespace, "register_autograd": register_autograd})
+                                      {"NAMESPACE": spec.namespace, "register_autograd": register_autograd,
+                                       "vjp_by_autograd": vjp_by_autograd, "load_reference": load_reference})
         for op in self._op_names:
             delattr(self, op)
         names = list(getattr(ops_module, "__all__", [])) if ops_module else []
@@ -461,12 +493,7 @@ class Family:
     def reference(self):
         """reference.py, the family's ops in plain PyTorch (run on first use: loads need not pay it)."""
         path = getattr(self, "_reference_path", None)
-        if path is None or not path.is_file():
-            return None
-        module = sys.modules.get(f"_jk_reference_{self.name}")
-        if module is None:
-            module = _exec_module(f"_jk_reference_{self.name}", path, {})
-        return module
+        return None if path is None or not path.is_file() else _reference_module(self.name, path)
 
     @property
     def ops(self):

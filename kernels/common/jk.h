@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 // The op namespace (jk_<family>_<key12>) is a string the loader compiles into a one-line source of
 // its own in the build folder (jk_namespace.cpp), not a -D flag of every source: so a new key (after an
@@ -93,14 +94,15 @@ inline void check_positive(double value, const char* name) {
   TORCH_CHECK_VALUE(std::isfinite(value) && value > 0, name, " must be a finite number > 0, got ", num(value));
 }
 
-// ---------------------------------------------------------------- ops differentiated in Python
+// ---------------------------------------------------------------- what autograd does with each op
 //
-// An op whose derivative ops.py gives (loader.register_autograd) needs a kernel at the Autograd key. A
-// Python one runs on every call, gradient or not: ~4 µs of a 6 µs call of relu_add on the CPU. So such an
-// op is defined with def_differentiable: its Autograd kernel is route_autograd (C++), which redispatches
-// below autograd unless grad mode is on and a tensor argument requires grad; only then does the call go
-// to the op's twin `<name>_autograd` (same schema), whose Autograd kernel is the Python one and whose
-// kernel below autograd calls the op again (call_original).
+// An op with no kernel at the Autograd key gets torch's fallback, which lets a backward pass through it
+// with a warning and treats its outputs as constants: silently zero gradients (an energy's second
+// derivative, through its score, came out wrong that way until session 24). So every op is defined
+// with one of these, and a test checks that none is left to the fallback:
+// - def_differentiable: ops.py gives the derivative (loader.register_autograd);
+// - def_not_differentiable: the outputs are constants for autograd (samplers, selections);
+// - def_in_place: writes into an argument and has no derivative.
 
 inline bool requires_grad(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor().requires_grad();
@@ -110,6 +112,19 @@ inline bool requires_grad(const c10::IValue& value) {
   return false;
 }
 
+// The op's kernels below autograd: ATen ops inside our kernels record no history, and the outputs do
+// not require grad.
+inline void call_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+}
+
+// An op whose derivative is in ops.py needs a kernel at the Autograd key. A Python one runs on every
+// call, gradient or not: ~4 µs of a 6 µs call of relu_add on the CPU. So its Autograd kernel is
+// route_autograd (C++), which calls the kernels below autograd unless grad mode is on and a tensor
+// argument requires grad; only then does the call go to the op's twin `<name>_autograd` (same
+// schema), whose Autograd kernel is the Python one and whose kernel below autograd calls the op again
+// (call_original).
 constexpr const char* kAutogradTwin = "_autograd";
 
 inline void route_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -117,11 +132,7 @@ inline void route_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ke
   if (at::GradMode::is_enabled())
     for (const c10::IValue& argument : torch::jit::last(*stack, op.schema().arguments().size()))
       needs_grad = needs_grad || requires_grad(argument);
-  if (!needs_grad) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
-    return;
-  }
+  if (!needs_grad) return call_below_autograd(op, keys, stack);
   c10::Dispatcher::singleton()
       .findSchemaOrThrow((op.schema().name() + kAutogradTwin).c_str(), op.schema().overload_name().c_str())
       .callBoxed(stack);
@@ -135,16 +146,55 @@ inline void call_original(const c10::OperatorHandle& twin, c10::DispatchKeySet k
       .redispatchBoxed(keys, stack);
 }
 
-// m.def(schema) for an op with a derivative in ops.py, and its twin.
-inline void def_differentiable(torch::Library& m, const char* schema) {
+// m.def(schema, tags) with `kernel` at the Autograd key.
+template <void (*kernel)(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*)>
+void def_with_autograd_kernel(torch::Library& m, const std::string& schema, const std::vector<at::Tag>& tags = {}) {
+  m.def(schema.c_str(), tags);
+  m.impl(schema.substr(0, schema.find('(')).c_str(),
+         torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<kernel>()));
+}
+
+// An op with a derivative in ops.py (loader.register_autograd), and its twin.
+inline void def_differentiable(torch::Library& m, const char* schema, const std::vector<at::Tag>& tags = {}) {
   const std::string text(schema);
-  const std::string name = text.substr(0, text.find('(')), twin = name + kAutogradTwin;
-  m.def(schema);
-  m.def((twin + text.substr(name.size())).c_str());
-  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd,
-                                       torch::CppFunction::makeFromBoxedFunction<&route_autograd>()));
+  const std::string twin = text.substr(0, text.find('(')) + kAutogradTwin;
+  def_with_autograd_kernel<&route_autograd>(m, text, tags);
+  m.def((twin + text.substr(text.find('('))).c_str(), tags);
   m.impl(twin.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
                                        torch::CppFunction::makeFromBoxedFunction<&call_original>()));
 }
+
+// An op whose outputs are constants for autograd, as torch.randn's are (samplers, selections): they
+// never require grad, whatever the inputs do. Docstrings say so.
+inline void def_not_differentiable(torch::Library& m, const char* schema) {
+  def_with_autograd_kernel<&call_below_autograd>(m, schema);
+}
+
+// The Autograd kernel of an op that writes into its (a!) arguments and has no derivative: with grad
+// mode on, a tensor argument that requires grad is an error (the write cannot be differentiated; torch's
+// in-place ops refuse a leaf that requires grad likewise). Otherwise the op, then a bump of each written
+// tensor's version counter, so that a backward which saved the old values raises (as after any in-place
+// op) instead of using the new ones.
+inline void call_in_place(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const auto inputs = torch::jit::last(*stack, arguments.size());
+  const std::string& qualified = op.schema().name();
+  const std::string op_name = qualified.substr(qualified.find("::") + 2);  // without the build's namespace
+  std::vector<at::Tensor> written;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    TORCH_CHECK(!at::GradMode::is_enabled() || !requires_grad(inputs[i]), op_name, " writes in place and has",
+                " no derivative, but its argument '", arguments[i].name(), "' requires grad: call it under",
+                " torch.no_grad(), on detached tensors, or use the out-of-place op");
+    if (arguments[i].alias_info() != nullptr && arguments[i].alias_info()->isWrite() && inputs[i].isTensor())
+      written.push_back(inputs[i].toTensor());
+  }
+  call_below_autograd(op, keys, stack);
+  for (const at::Tensor& t : written) t.unsafeGetTensorImpl()->bump_version();
+}
+
+// An op that writes into arguments annotated (a!) and has no derivative (call_in_place). Its schema
+// returns nothing, since torch.compile cannot functionalize a custom op whose output aliases an input;
+// the Python wrapper returns the written tensor.
+inline void def_in_place(torch::Library& m, const char* schema) { def_with_autograd_kernel<&call_in_place>(m, schema); }
 
 }  // namespace jk

@@ -408,12 +408,12 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
 // ---------------------------------------------------------------- registration
 
 JK_LIBRARY(m) {
-  m.def("ddpm_schedule(int num_train_timesteps=1000, str beta_schedule=\"linear\", float beta_start=0.0001, "
+  jk::def_not_differentiable(m, "ddpm_schedule(int num_train_timesteps=1000, str beta_schedule=\"linear\", float beta_start=0.0001, "
         "float beta_end=0.02) -> Tensor");
-  m.def("ddpm_step(Tensor model_output, Tensor t, Tensor sample, Tensor schedule, Tensor? noise=None, "
+  jk::def_differentiable(m, "ddpm_step(Tensor model_output, Tensor t, Tensor sample, Tensor schedule, Tensor? noise=None, "
         "str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0) -> Tensor",
         {at::Tag::nondeterministic_seeded});
-  m.def("ddim_step(Tensor model_output, Tensor t, Tensor t_prev, Tensor sample, Tensor schedule, float eta=0.0, "
+  jk::def_differentiable(m, "ddim_step(Tensor model_output, Tensor t, Tensor t_prev, Tensor sample, Tensor schedule, float eta=0.0, "
         "Tensor? noise=None, str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0, "
         "bool set_alpha_to_one=True, bool use_clipped_model_output=False) -> Tensor",
         {at::Tag::nondeterministic_seeded});

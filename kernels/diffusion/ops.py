@@ -20,6 +20,8 @@ import torch.nn.functional as F
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
 register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
                              # signature at a fraction of its load time
+vjp_by_autograd: Callable    # loader.vjp_by_autograd: a backward by autograd of a PyTorch formula
+load_reference: Callable     # this family's reference.py, imported on the first call
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = ["ddpm_schedule", "ddpm_step", "ddim_step", "conv1d_gn_mish"]
@@ -61,7 +63,9 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     schedule: ddpm_schedule(...) on the sample's device. prediction_type: "epsilon", "v_prediction"
     or "sample"; the predicted x0 is clamped to +-clip_sample_range when clip_sample. Noise sigma_t*z
     is added for t > 0, z drawn in the kernel unless `noise` is given. Returns a new contiguous
-    tensor. Not differentiable.
+    tensor. Differentiable in model_output, sample and noise (not schedule): the backward is autograd
+    of reference.py's formula (PyTorch ops), with drawn noise a constant, so a loss on a denoised
+    result can reach the model through the whole sampling loop.
 
     Out-of-range t raises ValueError when the host can read it (Python int, CPU tensor). A t tensor on
     the GPU is not read by the host (that would sync): rows whose t is outside [0, T) come back as NaN
@@ -79,11 +83,66 @@ def ddim_step(model_output: torch.Tensor, t, t_prev, sample: torch.Tensor, sched
 
     Same conventions as ddpm_step; t_prev (int or tensor like t) must be in [-1, t), -1 meaning the
     final step, whose alpha_cumprod is 1 (set_alpha_to_one) or alphas_cumprod[0]. eta scales the
-    noise (0: deterministic DDIM; noise is only drawn or read when eta > 0). Not differentiable.
+    noise (0: deterministic DDIM; noise is only drawn or read when eta > 0). Differentiable as
+    ddpm_step.
     Out-of-range t / t_prev on the GPU give NaN rows, as in ddpm_step; on the host they raise.
     """
     return _ops.ddim_step(model_output, _as_timestep(t), _as_timestep(t_prev), sample, schedule, eta, noise,
                           prediction_type, clip_sample, clip_sample_range, set_alpha_to_one, use_clipped_model_output)
+
+
+# The steps' derivatives: autograd of reference.py's formulas. Noise enters linearly, so drawn noise (a
+# constant) is zeros there. Timesteps on the GPU that are outside the schedule gave NaN rows in the
+# forward: the formula gets valid ones instead (no out-of-bounds index) and those rows' gradients are NaN.
+
+def _step_setup(ctx, inputs, output):
+    ctx.tensor_positions = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
+    ctx.save_for_backward(*(inputs[i] for i in ctx.tensor_positions))
+    ctx.other_inputs = [None if isinstance(a, torch.Tensor) else a for a in inputs]
+
+
+def _saved_inputs(ctx) -> list:
+    inputs = list(ctx.other_inputs)
+    for i, tensor in zip(ctx.tensor_positions, ctx.saved_tensors):
+        inputs[i] = tensor
+    return inputs
+
+
+def _step_gradients(ctx, grad, name, formula, valid, model_output, sample, noise, positions):
+    """(grad model_output, grad sample, grad noise) of <grad, formula(model_output, sample, noise)>, NaN in
+    the rows where `valid` (a scalar or one per row) is false. positions: those inputs' and the schedule's
+    places in the op's arguments."""
+    if ctx.needs_input_grad[positions[3]]:
+        raise RuntimeError(f"{name} is differentiable in model_output, sample and noise, not in schedule: "
+                           "pass schedule.detach()")
+    z = torch.zeros_like(sample) if noise is None else noise
+    needs = [ctx.needs_input_grad[i] for i in positions[:3]]
+    grads = vjp_by_autograd(formula, (model_output, sample, z), needs, grad)
+    if valid.dim() == 1:
+        valid = valid.view(-1, *([1] * (sample.dim() - 1)))
+    return [None if g is None else torch.where(valid.to(g.device), g, float("nan")) for g in grads]
+
+
+def _ddpm_step_backward(ctx, grad):
+    m, t, x, schedule, noise, *options = _saved_inputs(ctx)
+    valid = (t >= 0) & (t < schedule.shape[0])
+    t = torch.where(valid, t, 0)
+    formula = lambda m, x, z: load_reference().ddpm_step(m, t, x, schedule, z, *options)  # noqa: E731
+    g_m, g_x, g_z = _step_gradients(ctx, grad, "ddpm_step", formula, valid, m, x, noise, (0, 2, 4, 3))
+    return g_m, None, g_x, None, g_z, None, None, None
+
+
+def _ddim_step_backward(ctx, grad):
+    m, t, t_prev, x, schedule, eta, noise, *options = _saved_inputs(ctx)
+    valid = (t >= 0) & (t < schedule.shape[0]) & (t_prev >= -1) & (t_prev < t)
+    t, t_prev = torch.where(valid, t, 0), torch.where(valid, t_prev, -1)
+    formula = lambda m, x, z: load_reference().ddim_step(m, t, t_prev, x, schedule, eta, z, *options)  # noqa: E731
+    g_m, g_x, g_z = _step_gradients(ctx, grad, "ddim_step", formula, valid, m, x, noise, (0, 3, 6, 4))
+    return g_m, None, None, g_x, None, None, g_z, None, None, None, None, None
+
+
+register_autograd(f"{NAMESPACE}::ddpm_step", _ddpm_step_backward, setup_context=_step_setup)
+register_autograd(f"{NAMESPACE}::ddim_step", _ddim_step_backward, setup_context=_step_setup)
 
 
 def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, gn_weight: torch.Tensor,

@@ -456,13 +456,13 @@ at::Tensor langevin_step(const at::Tensor& x, const at::Tensor& grad, double ste
   return out;
 }
 
-at::Tensor& langevin_step_(at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
-                           std::optional<double> clamp_min, std::optional<double> clamp_max,
-                           std::optional<at::Generator> generator) {
+void langevin_step_(at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
+                    std::optional<double> clamp_min, std::optional<double> clamp_max,
+                    std::optional<at::Generator> generator) {
   check_step_args(x, grad, step_size, noise_scale, clamp_min, clamp_max);
   TORCH_CHECK_VALUE(at::has_internal_overlap(x) != at::MemOverlap::Yes,
                     "x (updated in place) has elements that share memory (e.g. an expanded tensor); pass x.clone()");
-  if (x.is_meta()) return x;
+  if (x.is_meta()) return;
   // Each element is read before it is written by the same thread, so grad may be x itself;
   // a grad that shares only part of x's memory is copied first.
   const bool aliased = at::get_overlap_status(x, grad) != at::MemOverlapStatus::No && !x.is_same(grad);
@@ -475,7 +475,6 @@ at::Tensor& langevin_step_(at::Tensor& x, const at::Tensor& grad, double step_si
     langevin_update(x.contiguous(), gc, out, at::Tensor(), u, generator);
     x.copy_(out);
   }
-  return x;
 }
 
 // ---------------------------------------------------------------- chains, one row per task
@@ -704,25 +703,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, co
 
 JK_LIBRARY(m) {
   jk::def_differentiable(m, "gaussian_energy(Tensor x, Tensor mean, Tensor precision) -> Tensor");
-  m.def("gaussian_score(Tensor x, Tensor mean, Tensor precision) -> Tensor");
+  jk::def_differentiable(m, "gaussian_score(Tensor x, Tensor mean, Tensor precision) -> Tensor");
   jk::def_differentiable(m, "double_well_energy(Tensor x, float barrier_height=2.0, float b=1.0) -> Tensor");
-  m.def("double_well_score(Tensor x, float barrier_height=2.0, float b=1.0) -> Tensor");
+  jk::def_differentiable(m, "double_well_score(Tensor x, float barrier_height=2.0, float b=1.0) -> Tensor");
   jk::def_differentiable(m, "harmonic_energy(Tensor x, float k=1.0) -> Tensor");
-  m.def("harmonic_score(Tensor x, float k=1.0) -> Tensor");
+  jk::def_differentiable(m, "harmonic_score(Tensor x, float k=1.0) -> Tensor");
   jk::def_differentiable(m, "rosenbrock_energy(Tensor x, float a=1.0, float b=100.0) -> Tensor");
-  m.def("rosenbrock_score(Tensor x, float a=1.0, float b=100.0) -> Tensor");
+  jk::def_differentiable(m, "rosenbrock_score(Tensor x, float a=1.0, float b=100.0) -> Tensor");
   jk::def_differentiable(m, "rastrigin_energy(Tensor x, float a=10.0) -> Tensor");
-  m.def("rastrigin_score(Tensor x, float a=10.0) -> Tensor");
+  jk::def_differentiable(m, "rastrigin_score(Tensor x, float a=10.0) -> Tensor");
   jk::def_differentiable(m, "ackley_energy(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
-  m.def("ackley_score(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
+  jk::def_differentiable(m, "ackley_score(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
   jk::def_differentiable(m, "langevin_step(Tensor x, Tensor grad, float step_size, float noise_scale=1.0, float? clamp_min=None, "
         "float? clamp_max=None, Generator? generator=None) -> Tensor");
-  m.def("langevin_step_(Tensor(a!) x, Tensor grad, float step_size, float noise_scale=1.0, "
-        "float? clamp_min=None, float? clamp_max=None, Generator? generator=None) -> Tensor(a!)");
-  m.def("langevin_chain(Tensor x, str model, Tensor? mean, Tensor? precision, float[] params, int n_steps, "
+  jk::def_in_place(m, "langevin_step_(Tensor(a!) x, Tensor grad, float step_size, float noise_scale=1.0, "
+        "float? clamp_min=None, float? clamp_max=None, Generator? generator=None) -> ()");
+  jk::def_not_differentiable(m, "langevin_chain(Tensor x, str model, Tensor? mean, Tensor? precision, float[] params, int n_steps, "
         "float step_size, float noise_scale=1.0, int thin=0, float? clamp_min=None, float? clamp_max=None, "
         "Generator? generator=None) -> (Tensor, Tensor)");
-  m.def("hmc_chain(Tensor x, str model, Tensor? mean, Tensor? precision, float[] params, int n_steps, "
+  jk::def_not_differentiable(m, "hmc_chain(Tensor x, str model, Tensor? mean, Tensor? precision, float[] params, int n_steps, "
         "float step_size, int n_leapfrog, int thin=0, Generator? generator=None) -> (Tensor, Tensor, Tensor)");
 }
 

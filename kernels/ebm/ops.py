@@ -20,6 +20,8 @@ import torch.distributed as dist
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
 register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
                              # signature at a fraction of its load time
+vjp_by_autograd: Callable    # loader.vjp_by_autograd: a backward by autograd of a PyTorch formula
+load_reference: Callable     # this family's reference.py, imported on the first call
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = [
@@ -57,7 +59,8 @@ def gaussian_energy(x: torch.Tensor, mean: torch.Tensor, precision: torch.Tensor
 
 
 def gaussian_score(x: torch.Tensor, mean: torch.Tensor, precision: torch.Tensor) -> torch.Tensor:
-    """−½(P + Pᵀ)(x − μ) per row: (B, D). Not differentiable. dtypes as gaussian_energy."""
+    """−½(P + Pᵀ)(x − μ) per row: (B, D). Differentiable in x, mean, precision (see score()).
+    dtypes as gaussian_energy."""
     return _ops.gaussian_score(x, mean, precision)
 
 
@@ -67,7 +70,7 @@ def double_well_energy(x: torch.Tensor, barrier_height: float = 2.0, b: float = 
 
 
 def double_well_score(x: torch.Tensor, barrier_height: float = 2.0, b: float = 1.0) -> torch.Tensor:
-    """−4h·x(x² − b²) -> (B, D). Not differentiable. dtypes: float32/64, float16, bfloat16."""
+    """−4h·x(x² − b²) -> (B, D). Differentiable in x (see score()). dtypes: float32/64, float16, bfloat16."""
     return _ops.double_well_score(x, barrier_height, b)
 
 
@@ -77,7 +80,7 @@ def harmonic_energy(x: torch.Tensor, k: float = 1.0) -> torch.Tensor:
 
 
 def harmonic_score(x: torch.Tensor, k: float = 1.0) -> torch.Tensor:
-    """−k·x -> (B, D). Not differentiable. dtypes: float32/64, float16, bfloat16."""
+    """−k·x -> (B, D). Differentiable in x (see score()). dtypes: float32/64, float16, bfloat16."""
     return _ops.harmonic_score(x, k)
 
 
@@ -88,7 +91,7 @@ def rosenbrock_energy(x: torch.Tensor, a: float = 1.0, b: float = 100.0) -> torc
 
 
 def rosenbrock_score(x: torch.Tensor, a: float = 1.0, b: float = 100.0) -> torch.Tensor:
-    """−∇ of rosenbrock_energy -> (B, D). Not differentiable. dtypes: float32/64, float16, bfloat16."""
+    """−∇ of rosenbrock_energy -> (B, D). Differentiable in x (see score()). dtypes: float32/64, float16, bfloat16."""
     return _ops.rosenbrock_score(x, a, b)
 
 
@@ -98,7 +101,7 @@ def rastrigin_energy(x: torch.Tensor, a: float = 10.0) -> torch.Tensor:
 
 
 def rastrigin_score(x: torch.Tensor, a: float = 10.0) -> torch.Tensor:
-    """−(2x + 2πa·sin 2πx) -> (B, D). Not differentiable. dtypes: float32/64, float16, bfloat16."""
+    """−(2x + 2πa·sin 2πx) -> (B, D). Differentiable in x (see score()). dtypes: float32/64, float16, bfloat16."""
     return _ops.rastrigin_score(x, a)
 
 
@@ -109,8 +112,8 @@ def ackley_energy(x: torch.Tensor, a: float = 20.0, b: float = 0.2, c: float = 2
 
 
 def ackley_score(x: torch.Tensor, a: float = 20.0, b: float = 0.2, c: float = 2 * math.pi) -> torch.Tensor:
-    """−∇ of ackley_energy -> (B, D); at a row x = 0 the √ term contributes 0. Not differentiable.
-    dtypes: float32/64, float16, bfloat16."""
+    """−∇ of ackley_energy -> (B, D); at a row x = 0 the √ term contributes 0. Differentiable in x
+    (see score()). dtypes: float32/64, float16, bfloat16."""
     return _ops.ackley_score(x, a, b, c)
 
 
@@ -138,7 +141,11 @@ def energy(x: torch.Tensor, model: str, **params) -> torch.Tensor:
 
 
 def score(x: torch.Tensor, model: str, **params) -> torch.Tensor:
-    """The score −∇E of the named model (see MODELS)."""
+    """The score −∇E of the named model (see MODELS).
+
+    Scores are differentiable: the backward is autograd of the closed form in reference.py (PyTorch
+    ops, slower than the kernels; half types in float32), so a backward of an energy's gradient with
+    create_graph=True (score matching, Hessian-vector products) is exact, to any order."""
     mean, precision, args = _model_args(model, params)
     if model == "gaussian":
         return gaussian_score(x, mean, precision)
@@ -166,6 +173,28 @@ def _make_local_backward(name):
 for _name in _LOCAL:
     register_autograd(f"{NAMESPACE}::{_name}_energy", _make_local_backward(_name),
                       setup_context=_local_setup)
+
+
+def _score_setup(ctx, inputs, output):
+    n_tensors = 3 if isinstance(inputs[1], torch.Tensor) else 1  # gaussian: x, mean, precision
+    ctx.save_for_backward(*inputs[:n_tensors])
+    ctx.params = inputs[n_tensors:]
+
+
+def _make_score_backward(name):
+    def formula(*args):  # the closed form, half types in float32 as in the kernels
+        half = (torch.float16, torch.bfloat16)
+        return load_reference().SCORES[name](*(a.float() if isinstance(a, torch.Tensor) and a.dtype in half else a
+                                              for a in args))
+
+    def backward(ctx, grad):
+        return vjp_by_autograd(formula, (*ctx.saved_tensors, *ctx.params), ctx.needs_input_grad, grad)
+
+    return backward
+
+
+for _name in MODELS:
+    register_autograd(f"{NAMESPACE}::{_name}_score", _make_score_backward(_name), setup_context=_score_setup)
 
 
 def _gaussian_setup(ctx, inputs, output):
@@ -214,9 +243,12 @@ def langevin_step(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_s
 
 def langevin_step_(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_scale: float = 1.0,
                    clamp=None, generator: torch.Generator | None = None) -> torch.Tensor:
-    """In-place langevin_step: updates and returns x. Not differentiable."""
+    """In-place langevin_step: updates and returns x. Not differentiable: with grad mode on, x and
+    grad must not require grad (use langevin_step, or torch.no_grad()); x's version counter is bumped,
+    so a backward that saved x's old values raises."""
     lo, hi = _clamp_bounds(clamp)
-    return _ops.langevin_step_(x, grad, step_size, noise_scale, lo, hi, generator)
+    _ops.langevin_step_(x, grad, step_size, noise_scale, lo, hi, generator)
+    return x
 
 
 def _langevin_step_setup(ctx, inputs, output):
@@ -256,7 +288,8 @@ def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, 
     plus one fused update per step.
     Never syncs with the host. thin > 0 also returns the trajectory, x after every thin-th step:
     (n_steps // thin, B, D). Returns x, or (x, trajectory) when thin > 0. clamp as in
-    langevin_step. dtypes: float32, float64. Not differentiable.
+    langevin_step. dtypes: float32, float64. Not differentiable: the samples are constants for autograd
+    (they never require grad, as torch.randn's), like the detached samples of contrastive divergence.
     """
     mean, precision, args = _model_args(model, params)
     lo, hi = _clamp_bounds(clamp)
@@ -273,7 +306,7 @@ def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_lea
     Returns (x, accept_rate) with accept_rate (B,) the fraction of accepted proposals per chain,
     or (x, accept_rate, trajectory) when thin > 0. One launch on CUDA for D <= 32 (float32; 16
     for float64); wider rows compose the score/energy kernels with ATen ops, without host sync.
-    dtypes: float32, float64. Not differentiable.
+    dtypes: float32, float64. Not differentiable: the outputs never require grad (as langevin_chain's).
     """
     mean, precision, args = _model_args(model, params)
     out, acc, traj = _ops.hmc_chain(x, model, mean, precision, args, n_steps, step_size, n_leapfrog, thin, generator)

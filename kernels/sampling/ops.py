@@ -26,8 +26,9 @@ def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype 
     (32-bit uniforms; 16-bit uniforms for float16/bfloat16 outputs, whose |z| then stays below 4.86);
     mean + std * z is computed in float64 for a float64 output, else float32.
     out: a contiguous (n, d) tensor to write into instead (dtype is then out's). A negative std raises
-    on the CPU; on CUDA (no host sync allowed) its column comes out NaN. Not differentiable, like
-    torch.normal.
+    on the CPU; on CUDA (no host sync allowed) its column comes out NaN. Not differentiable: the
+    samples never require grad (torch.randn's convention). For a reparameterized sample that carries
+    gradients to mean and std, use mean + std * normal(zeros, ones, n).
     """
     if out is not None:
         if out.dim() != 2 or out.shape[0] != n:
@@ -49,7 +50,7 @@ def cem_update(samples: torch.Tensor, scores: torch.Tensor, n_elite: int, mean: 
     Returns (smoothing * mean + (1 - smoothing) * elite_mean,
              max(smoothing * std + (1 - smoothing) * elite_std, min_std)).
     dtypes: samples float32, float64, float16 or bfloat16 (float32 accumulation, float64 for float64);
-    scores any of those. Not differentiable.
+    scores any of those. Not differentiable: the outputs never require grad (a selection).
     """
     return _ops.cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
 

@@ -222,10 +222,10 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
 }
 
 JK_LIBRARY(m) {
-  m.def("normal(Tensor mean, Tensor std, int n, *, ScalarType? dtype=None, Generator? generator=None) -> Tensor");
-  m.def("normal_out(Tensor mean, Tensor std, *, Tensor(a!) out, Generator? generator=None) -> ()");
-  m.def(
-      "cem_update(Tensor samples, Tensor scores, int n_elite, Tensor mean, Tensor std, float smoothing=0.0, "
+  jk::def_not_differentiable(m, "normal(Tensor mean, Tensor std, int n, *, ScalarType? dtype=None, Generator? generator=None) -> Tensor");
+  jk::def_in_place(m, "normal_out(Tensor mean, Tensor std, *, Tensor(a!) out, Generator? generator=None) -> ()");
+  jk::def_not_differentiable(
+      m, "cem_update(Tensor samples, Tensor scores, int n_elite, Tensor mean, Tensor std, float smoothing=0.0, "
       "float min_std=0.0, bool maximize=False) -> (Tensor, Tensor)");
 }
 

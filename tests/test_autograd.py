@@ -1,0 +1,244 @@
+"""What autograd does with every op: derivatives of any order where an op is differentiable, constants
+where it is a sampler, an error (never silent zeros) where it writes in place.
+
+Until session 24 the score ops had no Autograd kernel, so torch's fallback let a backward through them
+return nothing with only a warning: an energy's gradient taken with create_graph=True (score matching,
+Hessian-vector products) was silently wrong. In-place ops did not bump version counters either, so a
+backward that had saved a tensor they then overwrote used the new values.
+"""
+import math
+
+import pytest
+import torch
+from conftest import needs_cuda
+
+import loader
+
+ebm, diffusion, sampling = loader.load("ebm"), loader.load("diffusion"), loader.load("sampling")
+fused, linalg = loader.load("fused"), loader.load("linalg")
+
+F64 = torch.float64
+EBM_PARAMS = {"double_well": (1.5, 0.8), "harmonic": (2.0,), "rosenbrock": (1.0, 10.0), "rastrigin": (5.0,),
+              "ackley": (20.0, 0.2, 2 * math.pi)}
+
+
+def rand(*shape, device="cpu", grad=True):
+    return torch.randn(*shape, dtype=F64, device=device).requires_grad_(grad)
+
+
+def gaussian_args(D, device):
+    a = torch.randn(D, D, dtype=F64, device=device)
+    precision = a @ a.T / D + torch.eye(D, dtype=F64, device=device) + 0.1 * torch.randn(D, D, dtype=F64, device=device)
+    return rand(D, device=device), precision.requires_grad_()
+
+
+def test_no_op_is_left_to_torchs_autograd_fallback():
+    """jk.h: every op is defined with def_differentiable, def_not_differentiable or def_in_place, each of
+    which puts a kernel at the Autograd key (the fallback warns and returns no gradient)."""
+    for family in loader.families():
+        prefix = f"{loader.load(family).namespace}::"
+        ops = {name for name in torch._C._dispatch_get_all_op_names() if name.startswith(prefix)}
+        assert ops, f"no ops found for {family}"
+        missing = sorted(op for op in ops if not torch._C._dispatch_has_kernel_for_dispatch_key(op, "Autograd"))
+        assert not missing, f"ops left to torch's autograd fallback: {missing}"
+
+
+# ---------------------------------------------------------------- derivatives of any order
+
+def ebm_cases(device):
+    x = lambda: rand(5, 4, device=device)  # noqa: E731
+    cases = {}
+    for model, params in EBM_PARAMS.items():
+        for kind in ("energy", "score"):
+            op = getattr(ebm, f"{model}_{kind}")
+            cases[f"{model}_{kind}"] = (lambda y, op=op, params=params: op(y, *params), (x(),))
+    mean, precision = gaussian_args(4, device)
+    cases["gaussian_energy"] = (ebm.gaussian_energy, (x(), mean, precision))
+    cases["gaussian_score"] = (ebm.gaussian_score, (x(), mean.detach().clone().requires_grad_(),
+                                                    precision.detach().clone().requires_grad_()))
+    return cases
+
+
+@pytest.mark.parametrize("name", [f"{m}_{k}" for m in ["gaussian", *EBM_PARAMS] for k in ("energy", "score")])
+def test_ebm_energies_and_scores_have_second_derivatives(device, name):
+    fn, args = ebm_cases(device)[name]
+    assert torch.autograd.gradcheck(fn, args)
+    assert torch.autograd.gradgradcheck(fn, args)
+
+
+@pytest.mark.parametrize("model", ["gaussian", *EBM_PARAMS])
+def test_a_score_matching_loss_matches_the_reference(device, model):
+    """The case that was silently wrong: a loss on the gradient of the energy (create_graph=True),
+    differentiated again. Against autograd of reference.py's energy."""
+    x = rand(6, 4, device=device)
+    if model == "gaussian":
+        mean, precision = gaussian_args(4, device)
+        params, ours_energy = (mean, precision), ebm.gaussian_energy
+    else:
+        params, ours_energy = EBM_PARAMS[model], getattr(ebm, f"{model}_energy")
+    ref_energy = ebm.reference.ENERGIES[model]
+    tensors = [x, *(p for p in params if isinstance(p, torch.Tensor))]
+
+    def loss_grads(energy):
+        (g,) = torch.autograd.grad(energy(x, *params).sum(), x, create_graph=True)
+        loss = 0.5 * (g * g).sum() - (x * g).sum()  # a score-matching-like loss: needs ∂g/∂x and ∂g/∂θ
+        return torch.autograd.grad(loss, tensors)
+
+    for ours, expected in zip(loss_grads(ours_energy), loss_grads(ref_energy)):
+        torch.testing.assert_close(ours, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_other_differentiable_ops_have_second_derivatives(device):
+    cases = {
+        "relu_add": (lambda x, y: fused.relu_add(x, y, 0.5), (rand(6, device=device), rand(6, device=device))),
+        "langevin_step": (lambda x, g: ebm.langevin_step(x, g, 0.1, 0.0, clamp=(-1.0, 1.0)),
+                          (rand(4, 3, device=device), rand(4, 3, device=device))),
+        "kron": (linalg.kron, (rand(2, 3, device=device), rand(3, 2, device=device))),
+        "per_sample_grad_linear": (linalg.per_sample_grad_linear, (rand(3, 4, device=device), rand(3, 2, device=device))),
+        "conv1d_gn_mish": (lambda x, w, b, gw, gb: diffusion.conv1d_gn_mish(x, w, b, gw, gb, 2),
+                           (rand(2, 4, 5, device=device), rand(4, 4, 3, device=device), rand(4, device=device),
+                            rand(4, device=device), rand(4, device=device))),
+    }
+    for name, (fn, args) in cases.items():
+        assert torch.autograd.gradgradcheck(fn, args), name
+
+
+def schedule(device):
+    return diffusion.ddpm_schedule(20, "squaredcos_cap_v2", device=device)
+
+
+@pytest.mark.parametrize("prediction_type", ["epsilon", "v_prediction", "sample"])
+@pytest.mark.parametrize("clip_sample", [True, False])
+def test_ddpm_step_is_differentiable(device, prediction_type, clip_sample):
+    sched = schedule(device)
+    t = torch.tensor([0, 7, 19], device=device)  # per row, t = 0 (no noise) included
+    m, x, z = rand(3, 2, 5, device=device), rand(3, 2, 5, device=device), rand(3, 2, 5, device=device)
+    step = lambda m, x, z: diffusion.ddpm_step(m, t, x, sched, z, prediction_type, clip_sample, 1.5)  # noqa: E731
+    assert torch.autograd.gradcheck(step, (m, x, z))
+    assert torch.autograd.gradgradcheck(step, (m, x, z))
+    # drawn noise is a constant: the gradients are those with any given noise
+    g = torch.randn(3, 2, 5, dtype=F64, device=device)
+    drawn = torch.autograd.grad(diffusion.ddpm_step(m, t, x, sched, None, prediction_type, clip_sample, 1.5), (m, x), g)
+    given = torch.autograd.grad(step(m, x, z), (m, x), g)
+    for a, b in zip(drawn, given):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("eta", [0.0, 0.7])
+@pytest.mark.parametrize("use_clipped_model_output", [True, False])
+def test_ddim_step_is_differentiable(device, eta, use_clipped_model_output):
+    sched = schedule(device)
+    t, t_prev = torch.tensor([3, 19], device=device), torch.tensor([-1, 10], device=device)
+    m, x, z = rand(2, 6, device=device), rand(2, 6, device=device), rand(2, 6, device=device)
+
+    def step(m, x, z):
+        return diffusion.ddim_step(m, t, t_prev, x, sched, eta, z, "epsilon", True, 1.0, True, use_clipped_model_output)
+
+    assert torch.autograd.gradcheck(step, (m, x, z))
+    assert torch.autograd.gradgradcheck(step, (m, x, z))
+
+
+def test_steps_are_not_differentiable_in_the_schedule(device):
+    sched = schedule(device).requires_grad_()
+    m, x = rand(2, 3, device=device), rand(2, 3, device=device, grad=False)
+    out = diffusion.ddpm_step(m, 5, x, sched, torch.zeros_like(x))
+    with pytest.raises(RuntimeError, match="not in schedule"):
+        out.sum().backward()
+
+
+@needs_cuda
+def test_step_gradients_of_rows_with_an_invalid_timestep_are_nan():
+    """On the GPU an out-of-range t is not read by the host: the forward gives NaN rows, and so does the
+    backward, which must not index the schedule out of bounds either."""
+    sched = schedule("cuda")
+    t = torch.tensor([4, 20, -3], device="cuda")
+    m = rand(3, 4, device="cuda")
+    out = diffusion.ddpm_step(m, t, torch.randn(3, 4, dtype=F64, device="cuda"), sched)
+    (g,) = torch.autograd.grad(out.sum(), m)
+    assert torch.isfinite(g[0]).all() and torch.isnan(g[1:]).all()
+    t_prev = torch.tensor([-1, 5, 2], device="cuda")  # rows 1 (t_prev >= t) and 2 (t < 0) invalid
+    out = diffusion.ddim_step(m, torch.tensor([4, 5, -1], device="cuda"), t_prev, torch.zeros(3, 4, dtype=F64, device="cuda"), sched)
+    (g,) = torch.autograd.grad(out.sum(), m)
+    assert torch.isfinite(g[0]).all() and torch.isnan(g[1:]).all()
+    torch.cuda.synchronize()
+
+
+def test_differentiable_ops_compile_with_gradients():
+    """torch.compile traces the backward formulas, vjp_by_autograd's nested autograd included."""
+    x, ref = rand(5, 3), ebm.reference
+
+    def f(x):
+        return (ebm.rastrigin_score(x, 5.0) ** 2).sum() + ebm.harmonic_energy(x, 2.0).sum()
+
+    (expected,) = torch.autograd.grad((ref.rastrigin_score(x, 5.0) ** 2).sum() + ref.harmonic_energy(x, 2.0).sum(), x)
+    (got,) = torch.autograd.grad(torch.compile(f, fullgraph=True)(x), x)
+    torch.testing.assert_close(got, expected)
+
+
+# ---------------------------------------------------------------- samplers: constants for autograd
+
+def test_sampler_outputs_never_require_grad(device):
+    x = torch.randn(6, 3, device=device, requires_grad=True)
+    mean, precision = torch.zeros(3, device=device, requires_grad=True), torch.eye(3, device=device).requires_grad_()
+    outputs = [
+        *ebm.langevin_chain(x, "gaussian", 3, 0.1, thin=1, mean=mean, precision=precision),
+        *ebm.hmc_chain(x, "harmonic", 2, 0.1, 2, thin=1, k=1.0),
+        sampling.normal(mean, precision[0] + 1, 4),
+        *sampling.cem_update(x, x.sum(1), 2, mean, precision[0] + 1),
+    ]
+    for out in outputs:
+        assert not out.requires_grad and out.grad_fn is None
+
+
+# ---------------------------------------------------------------- in-place ops: never silently wrong
+
+def in_place_calls(device):
+    return {
+        "langevin_step_": lambda x, other: ebm.langevin_step_(x, other, 0.1),
+        "normal_out": lambda x, other: sampling.normal(other[0], other[0].abs() + 1, x.shape[0], out=x),
+    }
+
+
+@pytest.mark.parametrize("op", ["langevin_step_", "normal_out"])
+def test_in_place_ops_refuse_tensors_that_require_grad(device, op):
+    call = in_place_calls(device)[op]
+    leaf = torch.randn(4, 3, device=device, requires_grad=True)
+    with pytest.raises(RuntimeError, match=f"{op} writes in place and has no derivative"):
+        call(leaf * 1, torch.randn(4, 3, device=device))
+    with pytest.raises(RuntimeError, match="requires grad"):
+        call(torch.zeros(4, 3, device=device), leaf)
+    with torch.no_grad():  # where torch's in-place ops are allowed, so are ours
+        call(leaf, torch.randn(4, 3, device=device))
+
+
+@pytest.mark.parametrize("op", ["langevin_step_", "normal_out"])
+def test_in_place_ops_bump_the_version_of_what_they_write(device, op):
+    """A backward that saved the old values must raise, not use the new ones."""
+    call = in_place_calls(device)[op]
+    w = torch.randn(4, 3, device=device, requires_grad=True)
+    x = torch.randn(4, 3, device=device)
+    loss = (w * x).sum()  # saves x for w's gradient
+    version = x._version
+    call(x, torch.randn(4, 3, device=device))
+    assert x._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_in_place_ops_compile(device):
+    """torch.compile functionalizes them (a custom op whose output aliases an input it cannot)."""
+
+    def f(x, g, out):
+        ebm.langevin_step_(x, g, 0.1, 0.0)
+        sampling.normal(x[0], x[0].abs() + 1, out.shape[0], out=out)
+        return x + 1
+
+    x, g = torch.randn(4, 3, device=device), torch.randn(4, 3, device=device)
+    x_compiled, out_eager, out_compiled = x.clone(), torch.empty(5, 3, device=device), torch.empty(5, 3, device=device)
+    torch.manual_seed(1)
+    expected = f(x, g, out_eager)
+    torch.manual_seed(1)
+    got = torch.compile(f, fullgraph=True)(x_compiled, g, out_compiled)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(x_compiled, x)
+    assert torch.isfinite(out_compiled).all() and out_compiled.std() > 0
