@@ -4,12 +4,14 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,12 +96,13 @@ inline void check_positive(double value, const char* name) {
   TORCH_CHECK_VALUE(std::isfinite(value) && value > 0, name, " must be a finite number > 0, got ", num(value));
 }
 
-// ---------------------------------------------------------------- what autograd does with each op
+// ---------------------------------------------------------------- what autograd and autocast do with each op
 //
 // An op with no kernel at the Autograd key gets torch's fallback, which lets a backward pass through it
 // with a warning and treats its outputs as constants: silently zero gradients (an energy's second
 // derivative, through its score, came out wrong that way until session 24). So every op is defined
-// with one of these, and a test checks that none is left to the fallback:
+// with one of these, and tests check that none is left to the fallback (tests/test_autograd.py) and
+// what each does under torch.autocast (tests/test_autocast.py):
 // - def_differentiable: ops.py gives the derivative (loader.register_autograd);
 // - def_not_differentiable: the outputs are constants for autograd (samplers, selections);
 // - def_in_place: writes into an argument and has no derivative.
@@ -154,11 +157,50 @@ void def_with_autograd_kernel(torch::Library& m, const std::string& schema, cons
          torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<kernel>()));
 }
 
+// ---- torch.autocast
+// Under autocast our ops meet mixed float dtypes (a bfloat16 activation beside float32 weights or a
+// float32 sample), which their dtype checks refuse. So each op that does not write in place gets an
+// Autocast kernel (CPU and CUDA) that casts its float16 / bfloat16 / float32 tensor arguments to the
+// widest of their dtypes (the type torch's promotion gives the same expression in plain ops; arguments
+// of one dtype are left alone; float64 ones, such as diffusion's schedule, are never touched, as autocast
+// leaves them), then runs the op with autocast off. Outside autocast, mixed dtypes are still an error.
+inline bool autocast_eligible(const c10::IValue& argument) {
+  if (!argument.isTensor()) return false;
+  const at::ScalarType type = argument.toTensor().scalar_type();
+  return type == at::kFloat || type == at::kHalf || type == at::kBFloat16;
+}
+
+template <c10::DispatchKey autocast_key>
+void call_promoted(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_key);
+  const size_t first = stack->size() - op.schema().arguments().size();
+  std::optional<at::ScalarType> widest;
+  for (size_t i = first; i < stack->size(); ++i) {
+    if (!autocast_eligible((*stack)[i])) continue;
+    const at::ScalarType type = (*stack)[i].toTensor().scalar_type();
+    widest = widest ? c10::promoteTypes(*widest, type) : type;
+  }
+  for (size_t i = first; i < stack->size(); ++i)
+    if (autocast_eligible((*stack)[i]) && (*stack)[i].toTensor().scalar_type() != *widest)
+      (*stack)[i] = (*stack)[i].toTensor().to(*widest);
+  op.callBoxed(stack);
+}
+
+inline void promote_under_autocast(torch::Library& m, const std::string& name) {
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutocastCPU,
+                                       torch::CppFunction::makeFromBoxedFunction<&call_promoted<c10::DispatchKey::AutocastCPU>>()));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutocastCUDA,
+                                       torch::CppFunction::makeFromBoxedFunction<&call_promoted<c10::DispatchKey::AutocastCUDA>>()));
+}
+
+// ---- the three ways to define an op
+
 // An op with a derivative in ops.py (loader.register_autograd), and its twin.
 inline void def_differentiable(torch::Library& m, const char* schema, const std::vector<at::Tag>& tags = {}) {
   const std::string text(schema);
   const std::string twin = text.substr(0, text.find('(')) + kAutogradTwin;
   def_with_autograd_kernel<&route_autograd>(m, text, tags);
+  promote_under_autocast(m, text.substr(0, text.find('(')));
   m.def((twin + text.substr(text.find('('))).c_str(), tags);
   m.impl(twin.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
                                        torch::CppFunction::makeFromBoxedFunction<&call_original>()));
@@ -167,7 +209,9 @@ inline void def_differentiable(torch::Library& m, const char* schema, const std:
 // An op whose outputs are constants for autograd, as torch.randn's are (samplers, selections): they
 // never require grad, whatever the inputs do. Docstrings say so.
 inline void def_not_differentiable(torch::Library& m, const char* schema) {
-  def_with_autograd_kernel<&call_below_autograd>(m, schema);
+  const std::string text(schema);
+  def_with_autograd_kernel<&call_below_autograd>(m, text);
+  promote_under_autocast(m, text.substr(0, text.find('(')));
 }
 
 // The Autograd kernel of an op that writes into its (a!) arguments and has no derivative: with grad
@@ -194,7 +238,7 @@ inline void call_in_place(const c10::OperatorHandle& op, c10::DispatchKeySet key
 
 // An op that writes into arguments annotated (a!) and has no derivative (call_in_place). Its schema
 // returns nothing, since torch.compile cannot functionalize a custom op whose output aliases an input;
-// the Python wrapper returns the written tensor.
+// the Python wrapper returns the written tensor. No Autocast kernel: a cast copy could not be written.
 inline void def_in_place(torch::Library& m, const char* schema) { def_with_autograd_kernel<&call_in_place>(m, schema); }
 
 }  // namespace jk
