@@ -99,6 +99,10 @@ def test_other_differentiable_ops_have_second_derivatives(device):
                            (rand(2, 4, 5, device=device), rand(4, 4, 3, device=device), rand(4, device=device),
                             rand(4, device=device), rand(4, device=device))),
     }
+    # A symmetric argument (only symmetric perturbations are meaningful: the backward goes through eigh)
+    a = torch.randn(5, 10, dtype=F64, device=device)
+    spd = (a @ a.T / 10 + 0.5 * torch.eye(5, dtype=F64, device=device)).requires_grad_()
+    cases["matrix_inverse_root"] = (lambda b: linalg.matrix_inverse_root(0.5 * (b + b.mT), 4, 1e-3), (spd,))
     for name, (fn, args) in cases.items():
         assert torch.autograd.gradgradcheck(fn, args), name
 
