@@ -165,9 +165,9 @@ struct RowCursor {
   }
 };
 
-template <typename T, int VEC>
+template <typename T, int VEC, bool kStreaming = true>
 __device__ __forceinline__ void store_pack(T* dst, const Pack<T, VEC>& pack) {
-  if constexpr (sizeof(pack) == 16) {
+  if constexpr (kStreaming && sizeof(pack) == 16) {
     uint4 bits;
     memcpy(&bits, &pack, 16);
     __stcs(reinterpret_cast<uint4*>(dst), bits);  // streaming: the output is not re-read here
@@ -178,21 +178,24 @@ __device__ __forceinline__ void store_pack(T* dst, const Pack<T, VEC>& pack) {
 
 // Output (nb, m*p, n*q) when a vector of VEC output columns lies in one B row (q % VEC == 0, B
 // aligned; VEC = 1 always does): out[b, i*p + k, v*VEC + e] = A[b, i, j] * B[b, k, l + e] with
-// j*q + l = v*VEC. A thread owns one B vector, the slot (b, k, v) = blockIdx.x * blockDim.x +
-// threadIdx.x (v fastest, so a warp's stores are contiguous), and the rows i of chunk blockIdx.y:
-// B is read once, and each 16-byte streaming store costs one A value (an L1 hit).
-template <typename T, int VEC>
+// j*q + l = v*VEC. A thread owns one B vector, the slot (b, k, v) = (slot block) * blockDim.x +
+// threadIdx.x (v fastest, so a warp's stores are contiguous), and the rows i of one chunk: B is read
+// once, and each 16-byte store costs one A value (an L1 hit). kOuter (p = 1, outer products such as
+// per-sample gradients): the chunk is blockIdx.x, so the blocks that run at once write neighbouring rows,
+// with plain stores; otherwise the slot block is blockIdx.x, with streaming stores (launch_kron says why).
+template <typename T, int VEC, bool kOuter>
 __global__ void __launch_bounds__(kThreads) kron_slots_kernel(T* __restrict__ out, const T* __restrict__ A,
                                                               const T* __restrict__ B, KronArgs s, int64_t slots,
                                                               int64_t rows_per_chunk) {
-  const int64_t slot = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const unsigned slot_block = kOuter ? blockIdx.y : blockIdx.x, chunk = kOuter ? blockIdx.x : blockIdx.y;
+  const int64_t slot = static_cast<int64_t>(slot_block) * blockDim.x + threadIdx.x;
   if (slot >= slots) return;
   const int64_t vcols = s.cols / VEC;
   const int64_t bk = div_any(slot, vcols), v = slot - bk * vcols;  // bk = b*p + k
   const int64_t b = div_any(bk, s.p), k = bk - b * s.p;
   const int64_t j = div_any(v * VEC, s.q), l = v * VEC - j * s.q;
   const Pack<T, VEC> b_vec = *reinterpret_cast<const Pack<T, VEC>*>(B + bk * s.q + l);
-  const int64_t i_begin = static_cast<int64_t>(blockIdx.y) * rows_per_chunk;
+  const int64_t i_begin = static_cast<int64_t>(chunk) * rows_per_chunk;
   const int64_t i_end = i_begin + rows_per_chunk < s.m ? i_begin + rows_per_chunk : s.m;
   const T* a = A + (b * s.m + i_begin) * s.n + j;
   T* o = out + ((b * s.m + i_begin) * s.p + k) * s.cols + v * VEC;
@@ -203,7 +206,7 @@ __global__ void __launch_bounds__(kThreads) kron_slots_kernel(T* __restrict__ ou
     const T ai = *a;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) pack.v[e] = kron_mul(ai, b_vec.v[e]);
-    store_pack<T, VEC>(o, pack);
+    store_pack<T, VEC, !kOuter>(o, pack);
   }
 }
 
@@ -266,14 +269,29 @@ void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B
     // Rows i split into chunks so that about four waves of threads (2048 per SM) share the work:
     // enough stores in flight, short blocks, a short tail.
     const int64_t slots = out.size(0) * s.p * vcols;
+    const int64_t slot_blocks = (slots + kThreads - 1) / kThreads;
     const int64_t threads_wanted = sms * 2048 * 4;
-    const int64_t chunks = std::clamp<int64_t>((threads_wanted + slots - 1) / slots, 1, std::min<int64_t>(s.m, 65535));
+    int64_t chunks = std::clamp<int64_t>((threads_wanted + slots - 1) / slots, 1, std::min<int64_t>(s.m, 65535));
+    // Outer products (p = 1: per_sample_grad_linear) write a batch entry's rows one after another in
+    // memory: chunks of 4 rows, chunk-fastest in the grid, so the blocks that run at once write
+    // neighbouring rows, and plain stores. H200, B = 256, 1024 x 1024 float32 (session 24,
+    // results/session24/call3-4, kron_ab.py): 286 -> 245 us (torch.compile 240); kron 50x50 (x)
+    // 100x100, whose rows i are p output rows apart, gained nothing from either and keeps its layout.
+    const bool outer = s.p == 1 && slot_blocks <= 65535;
+    if (outer) chunks = std::min<int64_t>((s.m + 3) / 4, int64_t{1} << 30);
     const int64_t rows_per_chunk = (s.m + chunks - 1) / chunks;
-    const int64_t blocks_x = (slots + kThreads - 1) / kThreads;
-    TORCH_CHECK(blocks_x < (int64_t{1} << 31), "kron: output too large for one launch");
-    const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>((s.m + rows_per_chunk - 1) / rows_per_chunk));
-    kron_slots_kernel<T, VEC><<<grid, kThreads, 0, stream>>>(out.mutable_data_ptr<T>(), A.const_data_ptr<T>(),
-                                                             B.const_data_ptr<T>(), s, slots, rows_per_chunk);
+    chunks = (s.m + rows_per_chunk - 1) / rows_per_chunk;
+    TORCH_CHECK(slot_blocks < (int64_t{1} << 31), "kron: output too large for one launch");
+    T* o = out.mutable_data_ptr<T>();
+    if (outer) {
+      kron_slots_kernel<T, VEC, true><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(slot_blocks)),
+                                        kThreads, 0, stream>>>(o, A.const_data_ptr<T>(), B.const_data_ptr<T>(), s,
+                                                               slots, rows_per_chunk);
+    } else {
+      kron_slots_kernel<T, VEC, false><<<dim3(static_cast<unsigned>(slot_blocks), static_cast<unsigned>(chunks)),
+                                         kThreads, 0, stream>>>(o, A.const_data_ptr<T>(), B.const_data_ptr<T>(), s,
+                                                                slots, rows_per_chunk);
+    }
   } else {
     int tx = 32;
     while (tx < kThreads && tx < vcols) tx *= 2;  // short rows: several rows per block
