@@ -434,7 +434,7 @@ def test_langevin_chain_clamp_and_zero_steps(device):
     assert traj.shape == (0, 50, 4)
 
 
-@pytest.mark.parametrize("D", [3, 40])
+@pytest.mark.parametrize("D", [3, 40, 80])  # 80: the composed path on both devices (D > 64 on the CPU)
 def test_hmc_gaussian(device, D):
     torch.manual_seed(3)
     B = 4096 if D == 3 else 1024

@@ -192,6 +192,12 @@ def test_normal_out_rejects_bad_out(device):
                 torch.empty(5, 3, device="meta")):
         with pytest.raises((RuntimeError, ValueError), match="out"):
             fam.ops.normal_out(m, s, out=bad)
+    # mean or std inside out: the first rows written would change the parameters the later rows read
+    out = torch.ones(6, 3, device=device)
+    with pytest.raises(ValueError, match="out shares memory with mean"):
+        fam.normal(out[0], s, 6, out=out)
+    with pytest.raises(ValueError, match="out shares memory with std"):
+        fam.normal(m, out[5], 6, out=out)
 
 
 def test_meta_shapes():

@@ -631,7 +631,8 @@ std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std
   return {out, traj};
 }
 
-// HMC for wide rows on the GPU, composed of ATen ops and the energy/score ops: no host sync.
+// HMC for wide rows (on the GPU; Gaussian rows past kCpuGaussianMaxD on the CPU), composed of ATen ops and the
+// energy/score ops: no host sync.
 void hmc_stepwise(const at::Tensor& x, at::Tensor& state, at::Tensor& accepted, at::Tensor& traj,
                   const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
                   double eps, int64_t n_leapfrog, int64_t thin, const std::optional<at::Generator>& generator) {
@@ -678,13 +679,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, co
   if (x.is_meta() || B == 0) return {out, acc, traj};
   const at::Tensor xc = x.contiguous();
   const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
+  const bool stepwise = x.is_cuda() ? D > cuda_hmc_max_d(x.scalar_type() == at::kDouble)
+                                    : spec.kind == Model::Gaussian && D > kCpuGaussianMaxD;  // BLAS per step
+  if (stepwise) {
+    hmc_stepwise(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
+    return {out, acc, traj};
+  }
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
-    if (D > cuda_hmc_max_d(x.scalar_type() == at::kDouble)) {
-      hmc_stepwise(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
-    } else {
-      hmc_chain_cuda(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
-    }
+    hmc_chain_cuda(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
     return {out, acc, traj};
   }
 #endif

@@ -182,6 +182,10 @@ void normal_out(const at::Tensor& mean, const at::Tensor& std, const at::Tensor&
                     "out has overlapping memory (an expanded or broadcast view): pass a tensor that owns its "
                     "elements");
   TORCH_CHECK_VALUE(out.is_contiguous(), "out must be contiguous, got strides ", jk::shape(out.strides()));
+  for (const auto& [param, name] : {std::pair{&mean, "mean"}, std::pair{&std, "std"}})  // meta tensors share nothing
+    TORCH_CHECK_VALUE(out.is_meta() || at::get_overlap_status(out, *param) == at::MemOverlapStatus::No,
+                      "out shares memory with ", name, ", which the samples would overwrite while it is read: pass ",
+                      name, ".clone()");
   normal_fill(out, mean, std, generator);
 }
 
