@@ -213,6 +213,24 @@ def test_inverse_root_bad_input(device):
     assert torch.isnan(linalg.matrix_inverse_root(bad, fallback="never")).all()
 
 
+@pytest.mark.parametrize("dtype,scale,eps", [(torch.float32, 1e20, 1e-6), (torch.float32, 1e-30, 0.0),
+                                               (torch.float64, 1e160, 1e-6), (torch.float64, 1e-170, 0.0)])
+def test_inverse_root_of_huge_or_tiny_entries(device, dtype, scale, eps):
+    """The scaling norm of huge (or tiny) entries: the squares overflowed (X came out zero) or underflowed
+    (NaN) while the matrix itself, cond 100, is easy. fallback="never": no eigh to hide it."""
+    A = (random_spd(6, 100) * scale).to(dtype=dtype, device=device)
+    X = linalg.matrix_inverse_root(A, 4, eps, fallback="never")
+    assert rel_err(X, linalg.reference.matrix_inverse_root(A, 4, eps)) < (1e-3 if dtype == torch.float32 else 1e-8)
+
+
+def test_inverse_root_uses_the_symmetric_part(device):
+    """As the reference and the eigh fallback do: every route gives the root of (A + A^T) / 2."""
+    A = torch.tensor([[2.0, 1.0], [0.0, 3.0]], dtype=torch.float64, device=device)
+    expected = linalg.reference.matrix_inverse_root(A, 2, 0.0)
+    for fallback in ("never", "auto", "always"):
+        torch.testing.assert_close(linalg.matrix_inverse_root(A, 2, 0.0, fallback=fallback), expected)
+
+
 def test_inverse_root_gradcheck(device):
     A = random_spd(5, 10, device=device).requires_grad_()
     assert torch.autograd.gradcheck(lambda a: linalg.matrix_inverse_root(a, 4, 1e-3), (A,))

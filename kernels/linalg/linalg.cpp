@@ -294,7 +294,10 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   if (nb == 0 || n == 0) return {at::empty(A_in.sizes(), A_in.options()), at::zeros(batch, A_in.options())};
 
   const at::NoTF32Guard no_tf32;  // float32 at::bmm in full precision, whatever the global flag says
-  const at::Tensor A = A_in.contiguous().view({nb, n, n});
+  // Only the symmetric part (A + Aᵀ) / 2 is used, as by the reference and the eigh fallback (the
+  // iteration alone would take the root of A itself, so a slightly asymmetric A gave another answer).
+  const at::Tensor A_flat = A_in.contiguous().view({nb, n, n});
+  const at::Tensor A = A_flat.add(A_flat.mT()).mul_(0.5).contiguous();
   const bool is_double = A.scalar_type() == at::kDouble;
   // Float32 products on the bfloat16 tensor cores (3 pieces per factor) only for p >= 4: measured
   // on the H200 (tools/linalg_accuracy.py, cond 1e3), p = 4 and 8 stay under 4.5e-4 up to
@@ -305,7 +308,12 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const std::vector<double> alphas = newton_schedule(p, max_cond, is_double ? kTolDouble : kTolFloat);
   const int64_t steps = static_cast<int64_t>(alphas.size());
 
-  const at::Tensor u = at::linalg_vector_norm(A.view({nb, n * n}), 2, at::IntArrayRef{1}).add(eps);  // (nb,)
+  // u = ||A||_F + eps, the norm taken as max|A| * ||A / max|A|||_F: squaring the entries themselves overflows
+  // (float32 entries past ~1e19, float64 past ~1e154: X came out zero) or underflows (X NaN) first.
+  const at::Tensor entries = A.view({nb, n * n});
+  const at::Tensor peak = entries.abs().amax(1, /*keepdim=*/true);
+  const at::Tensor scale = peak.masked_fill(peak.eq(0), 1.0);  // the zero matrix: norm 0
+  const at::Tensor u = at::linalg_vector_norm(entries.div(scale), 2, at::IntArrayRef{1}).mul(scale.view({nb})).add(eps);
   const at::Tensor inv_u = u.reciprocal(), x0 = u.pow(-1.0 / static_cast<double>(p));
   at::Tensor M0 = at::empty({nb, n, n}, A.options());
   eye_axpy(M0, A, inv_u, 1.0, inv_u, eps);  // M_0 = (A + eps I) / u

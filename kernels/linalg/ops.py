@@ -39,6 +39,7 @@ def _eigh_inverse_root(A: torch.Tensor, p: int, eps: float) -> torch.Tensor:
 def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_cond: float | None = None,
                         fallback: str = "auto", return_residual: bool = False):
     """(A + eps I)^(-1/p) for symmetric positive semi-definite A of shape (n, n) or (..., n, n).
+    Only the symmetric part (A + Aᵀ)/2 is used (on every route), so rounding asymmetry is harmless.
 
     A scaled coupled Newton iteration (Guo & Higham 2006) built on matrix products, with a
     step count fixed by (p, max_cond, dtype): no host sync, CUDA-graph capturable.
@@ -86,7 +87,7 @@ def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
     # dA = V (F o (V^T dX V)) V^T with F_ij = (f_i - f_j) / (l_i - l_j), f'(l_i) on the diagonal.
     (A,) = ctx.saved_tensors
     p, eps = ctx.p, ctx.eps
-    L, V = torch.linalg.eigh(A)
+    L, V = torch.linalg.eigh((A + A.mT) / 2)  # the forward uses only the symmetric part
     shifted = L + eps
     f = shifted.pow(-1.0 / p)
     df = -f / (p * shifted)
@@ -94,7 +95,8 @@ def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
     same = dl.abs() <= 1e-9 * L.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(1e-30)
     mid = (df.unsqueeze(-1) + df.unsqueeze(-2)) / 2
     F = torch.where(same, mid, (f.unsqueeze(-1) - f.unsqueeze(-2)) / torch.where(same, torch.ones_like(dl), dl))
-    return V @ (F * (V.mT @ grad_X @ V)) @ V.mT, None, None, None
+    grad_A = V @ (F * (V.mT @ grad_X @ V)) @ V.mT
+    return (grad_A + grad_A.mT) / 2, None, None, None
 
 
 register_autograd(f"{NAMESPACE}::matrix_inverse_root", _matrix_inverse_root_backward,
