@@ -138,13 +138,20 @@ struct DdimCoefFn {
   }
 };
 
+// coef * v, or 0 for a coefficient of 0: the folded coefficients have zeros where the reference's formula
+// has no such term at all, and 0 * inf would turn an infinite input that the formula clips into NaN.
+template <typename acc_t>
+C10_HOST_DEVICE inline acc_t step_term(acc_t coef, acc_t v) {
+  return coef == acc_t(0) ? acc_t(0) : coef * v;
+}
+
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t step_element(const StepCoefs<acc_t>& c, acc_t m, acc_t x, acc_t z, bool clip,
                                           acc_t range) {
   if (!c.valid) return std::numeric_limits<acc_t>::quiet_NaN();
-  acc_t x0 = c.a_x * x + c.a_m * m;
+  acc_t x0 = step_term(c.a_x, x) + step_term(c.a_m, m);
   if (clip) x0 = x0 < -range ? -range : (x0 > range ? range : x0);  // NaN stays NaN, like torch.clamp
-  return c.p_x0 * x0 + c.p_x * x + c.p_m * m + c.p_z * z;
+  return step_term(c.p_x0, x0) + step_term(c.p_x, x) + step_term(c.p_m, m) + step_term(c.p_z, z);
 }
 
 // Mish from e = exp(min(h, 20)), one exponential instead of exp, log1p and tanh: tanh(log1p(e^h)) =
