@@ -112,6 +112,35 @@ def test_steps_follow_the_reference_on_infinite_inputs(device, prediction):
             check(D.ddim_step(*args), R.ddim_step(*args))
 
 
+@pytest.mark.parametrize("prediction", ["epsilon", "v_prediction", "sample"])
+def test_steps_propagate_nan_like_the_reference(device, prediction):
+    """A NaN input stays NaN wherever the reference's formula uses it, even with a coefficient that comes
+    out 0 (t = 0, or t_prev = -1), and leaves rows alone where the formula has no such term."""
+    sched = D.ddpm_schedule(50, device=device)
+    nan = float("nan")
+    m = torch.tensor([[nan, 0.5, 0.1, 0.2]], device=device).expand(2, 4).clone()
+    x = torch.tensor([[0.3, nan, 0.3, 0.1]], device=device).expand(2, 4).clone()
+    z = torch.tensor([[0.1, 0.2, nan, 0.3]], device=device).expand(2, 4).clone()
+    t, t_prev = torch.tensor([0, 10], device=device), torch.tensor([-1, 4], device=device)
+
+    def check(got, expected):
+        assert torch.equal(got.isnan(), expected.isnan()), (got, expected)
+        torch.testing.assert_close(got[~got.isnan()], expected[~expected.isnan()])
+
+    for clip in (True, False):
+        check(D.ddpm_step(m, t, x, sched, z, prediction, clip), R.ddpm_step(m, t, x, sched, z, prediction, clip))
+        for eta, clipped_output in ((0.0, False), (0.5, False), (0.5, True)):
+            args = (m, t, t_prev, x, sched, eta, z, prediction, clip, 1.0, True, clipped_output)
+            check(D.ddim_step(*args), R.ddim_step(*args))
+
+
+def test_steps_take_an_empty_batch_with_per_row_timesteps(device):
+    sched, empty = D.ddpm_schedule(50, device=device), torch.zeros(0, 4, device=device)
+    no_rows = torch.zeros(0, dtype=torch.long, device=device)
+    assert D.ddpm_step(empty, no_rows, empty, sched).shape == (0, 4)
+    assert D.ddim_step(empty, no_rows, no_rows, empty, sched).shape == (0, 4)
+
+
 # ---------------------------------------------------------------- in-kernel noise
 
 def _noise_of(step, *args):

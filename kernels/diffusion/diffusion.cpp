@@ -138,7 +138,7 @@ std::string row_suffix(int64_t rows, int64_t r) { return rows > 1 ? " in row " +
 // sync: the kernels check them per row and write NaN to rows whose timestep is out of range (the
 // schedule is only indexed after that check, so it is never read out of bounds).
 void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch) {
-  if (!t.is_cpu()) return;
+  if (!t.is_cpu() || batch == 0) return;  // an empty batch's (empty) timesteps have no values to check
   const int64_t rows = fn.per_row() ? batch : 1;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t v = fn.t.at(r);
@@ -148,6 +148,7 @@ void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch) 
 }
 
 void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tensor& t_prev, int64_t batch) {
+  if (batch == 0) return;  // an empty batch's (empty) timesteps have no values to check
   const int64_t rows = fn.per_row() ? batch : 1;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t v = t.is_cpu() ? fn.t.at(r) : -1;

@@ -43,18 +43,26 @@ struct TimeArg {
 //   x0  = clip(a_x * x + a_m * m)
 //   out = p_x0 * x0 + p_x * x + p_m * m + p_z * z
 // `valid` is false when the row's timestep is out of range: the row becomes NaN, never zeros.
+// `absent` has a bit (1 << Term) for each term that the reference's formula does not have at all for
+// this scheduler and prediction type (a coefficient that is structurally 0): step_element leaves those
+// out, where a coefficient that merely comes out 0 (t = 0) multiplies as the reference does.
 // 16-byte aligned, so the step kernels read a row's coefficients in 16-byte loads (2 for float).
+enum Term : int { kAX = 0, kAM, kPX0, kPX, kPM, kPZ };
+
 template <typename acc_t>
 struct alignas(16) StepCoefs {
   acc_t a_x, a_m, p_x0, p_x, p_m, p_z;
   bool valid;
+  uint8_t absent;
 };
+
+C10_HOST_DEVICE constexpr uint8_t term_bit(Term term) { return static_cast<uint8_t>(1u << term); }
 
 template <typename acc_t>
 C10_HOST_DEVICE inline StepCoefs<acc_t> cast_coefs(double a_x, double a_m, double p_x0, double p_x, double p_m,
-                                                   double p_z) {
+                                                   double p_z, uint8_t absent) {
   return StepCoefs<acc_t>{static_cast<acc_t>(a_x), static_cast<acc_t>(a_m), static_cast<acc_t>(p_x0),
-                          static_cast<acc_t>(p_x), static_cast<acc_t>(p_m), static_cast<acc_t>(p_z), true};
+                          static_cast<acc_t>(p_x), static_cast<acc_t>(p_m), static_cast<acc_t>(p_z), true, absent};
 }
 
 // x0 = a_x * x + a_m * m for each prediction type, from sqrt(abar_t) and sqrt(1 - abar_t).
@@ -71,6 +79,9 @@ C10_HOST_DEVICE inline void x0_coefs(int prediction, double sa, double s1m, doub
   }
 }
 
+// The terms of x0 that a prediction type has no use for: the model that predicts x0 gives it alone.
+C10_HOST_DEVICE inline uint8_t absent_x0_terms(int prediction) { return prediction == kSample ? term_bit(kAX) : 0; }
+
 // DDPM (t -> t-1, diffusers DDPMScheduler.step with variance_type="fixed_small"): all from row t of the table.
 struct DdpmCoefFn {
   const double* schedule;  // (T, kScheduleCols), contiguous
@@ -83,11 +94,12 @@ struct DdpmCoefFn {
   template <typename acc_t>
   C10_HOST_DEVICE StepCoefs<acc_t> get(int64_t row) const {
     const int64_t ti = t.at(row);
-    if (ti < 0 || ti >= num_timesteps) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false};
+    if (ti < 0 || ti >= num_timesteps) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
     const double* r = schedule + ti * kScheduleCols;
     double a_x, a_m;
     x0_coefs(prediction, r[kSqrtAlphaCumprod], r[kSqrtOneMinusAlphaCumprod], &a_x, &a_m);
-    return cast_coefs<acc_t>(a_x, a_m, r[kPosteriorCoefX0], r[kPosteriorCoefXt], 0.0, r[kPosteriorStd]);
+    return cast_coefs<acc_t>(a_x, a_m, r[kPosteriorCoefX0], r[kPosteriorCoefXt], 0.0, r[kPosteriorStd],
+                             absent_x0_terms(prediction) | term_bit(kPM));  // the posterior mean has no m term
   }
 };
 
@@ -108,7 +120,7 @@ struct DdimCoefFn {
   template <typename acc_t>
   C10_HOST_DEVICE StepCoefs<acc_t> get(int64_t row) const {
     const int64_t ti = t.at(row), tp = t_prev.at(row);
-    if (ti < 0 || ti >= num_timesteps || tp < -1 || tp >= ti) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false};
+    if (ti < 0 || ti >= num_timesteps || tp < -1 || tp >= ti) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
     const double at = schedule[ti * kScheduleCols + kAlphaCumprod];
     const double ap = tp >= 0 ? schedule[tp * kScheduleCols + kAlphaCumprod]
                               : (alpha_to_one ? 1.0 : schedule[kAlphaCumprod]);
@@ -120,8 +132,10 @@ struct DdimCoefFn {
     const double std_dev = eta * sqrt(variance);
     const double direction = sqrt(1.0 - ap - std_dev * std_dev);  // coefficient of the predicted epsilon
     const double sqrt_ap = sqrt(ap);
+    const uint8_t no_noise = eta > 0 ? 0 : term_bit(kPZ);  // the formula adds noise only for eta > 0
     if (clipped_model_output) {  // eps = (x - sqrt(abar) x0_clipped) / sqrt(1 - abar)
-      return cast_coefs<acc_t>(a_x, a_m, sqrt_ap - direction * sa / s1m, direction / s1m, 0.0, std_dev);
+      return cast_coefs<acc_t>(a_x, a_m, sqrt_ap - direction * sa / s1m, direction / s1m, 0.0, std_dev,
+                               absent_x0_terms(prediction) | term_bit(kPM) | no_noise);
     }
     double e_x, e_m;  // eps = e_x * x + e_m * m, from the unclipped x0
     if (prediction == kEpsilon) {
@@ -134,24 +148,27 @@ struct DdimCoefFn {
       e_x = 1.0 / s1m;
       e_m = -sa / s1m;
     }
-    return cast_coefs<acc_t>(a_x, a_m, sqrt_ap, direction * e_x, direction * e_m, std_dev);
+    const uint8_t eps_without_x = prediction == kEpsilon ? term_bit(kPX) : 0;  // eps = m
+    return cast_coefs<acc_t>(a_x, a_m, sqrt_ap, direction * e_x, direction * e_m, std_dev,
+                             absent_x0_terms(prediction) | eps_without_x | no_noise);
   }
 };
 
-// coef * v, or 0 for a coefficient of 0: the folded coefficients have zeros where the reference's formula
-// has no such term at all, and 0 * inf would turn an infinite input that the formula clips into NaN.
+// coef * v, or 0 for a term the reference's formula does not have: 0 * inf would turn an infinite input
+// that the formula clips into NaN (and a NaN there would appear where the formula has none).
 template <typename acc_t>
-C10_HOST_DEVICE inline acc_t step_term(acc_t coef, acc_t v) {
-  return coef == acc_t(0) ? acc_t(0) : coef * v;
+C10_HOST_DEVICE inline acc_t step_term(const StepCoefs<acc_t>& c, Term term, acc_t coef, acc_t v) {
+  return (c.absent & term_bit(term)) ? acc_t(0) : coef * v;
 }
 
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t step_element(const StepCoefs<acc_t>& c, acc_t m, acc_t x, acc_t z, bool clip,
                                           acc_t range) {
   if (!c.valid) return std::numeric_limits<acc_t>::quiet_NaN();
-  acc_t x0 = step_term(c.a_x, x) + step_term(c.a_m, m);
+  acc_t x0 = step_term(c, kAX, c.a_x, x) + step_term(c, kAM, c.a_m, m);
   if (clip) x0 = x0 < -range ? -range : (x0 > range ? range : x0);  // NaN stays NaN, like torch.clamp
-  return step_term(c.p_x0, x0) + step_term(c.p_x, x) + step_term(c.p_m, m) + step_term(c.p_z, z);
+  return step_term(c, kPX0, c.p_x0, x0) + step_term(c, kPX, c.p_x, x) + step_term(c, kPM, c.p_m, m) +
+         step_term(c, kPZ, c.p_z, z);
 }
 
 // Mish from e = exp(min(h, 20)), one exponential instead of exp, log1p and tanh: tanh(log1p(e^h)) =
