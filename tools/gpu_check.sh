@@ -8,6 +8,7 @@
 #   building every real family on an empty cache. multi: the
 #   torch.distributed example on every GPU of the host (run it on a machine with 2 or more).
 #   firstrun: benchmarks/first_run.py (every family built on an empty cache, side by side and in turn).
+#   audit: tools/audit_ops.py on the GPU (every op against its reference over special values, layouts, options).
 #   profile: tools/profile_ops.py (each kernel's time per call, ours / eager / compile) for PROFILE_CASES;
 #   ncu: Nsight Compute sections of our kernels for NCU_CASES (patterns separated by ';').
 #   pack (last): the build cache into $OUT/jkcache.tgz (carry it back as JITKERNELS_CACHE to skip the
@@ -58,6 +59,7 @@ for step in $STEPS; do
            $PY benchmarks/cpu_vs_gpu.py --out "$OUT" 2>&1 | tee "$OUT/cpu_vs_gpu.md" | tail -15 || status=1 ;;
     load)  $PY benchmarks/load_time.py --out "$OUT/load_time.json" 2>&1 | tail -6 || status=1 ;;
     firstrun) $PY benchmarks/first_run.py --out "$OUT/first_run.json" 2>&1 | tee "$OUT/first_run.log" || status=1 ;;
+    audit) timeout 400 $PY tools/audit_ops.py --device cuda 2>&1 | tee "$OUT/audit.log" | tail -30 || status=1 ;;
     profile) IFS=';' read -ra cases <<< "${PROFILE_CASES:-diffusion ddpm_step drawn;diffusion conv1d_gn_mish B=1 C=256;linalg kron;sampling normal d=5000;ebm harmonic float32;ebm gaussian_score float32}"
       $PY tools/profile_ops.py "${cases[@]}" 2>&1 | tee "$OUT/profile.log" || status=1 ;;
     ncu)
