@@ -178,6 +178,17 @@ def test_differentiable_ops_compile_with_gradients():
     (got,) = torch.autograd.grad(torch.compile(f, fullgraph=True)(x), x)
     torch.testing.assert_close(got, expected)
 
+    sched, t = schedule("cpu"), torch.tensor([0, 5, 19])
+    m, sample, z = rand(3, 4), rand(3, 4, grad=False), rand(3, 4, grad=False)
+
+    def steps(step_ops, m):
+        return ((step_ops.ddpm_step(m, t, sample, sched, z) ** 2).sum() +
+                (step_ops.ddim_step(m, t, t - 1, sample, sched) ** 2).sum())
+
+    (expected,) = torch.autograd.grad(steps(diffusion.reference, m), m)
+    (got,) = torch.autograd.grad(torch.compile(lambda m: steps(diffusion, m), fullgraph=True)(m), m)
+    torch.testing.assert_close(got, expected)
+
 
 # ---------------------------------------------------------------- samplers: constants for autograd
 
