@@ -19,6 +19,14 @@ TOLERANCES = {
 }
 
 
+def registered_ops(family: str) -> set[str]:
+    """The qualified names (namespace::op) of every op that the family's loaded build registered."""
+    import loader
+
+    prefix = f"{loader.load(family).namespace}::"
+    return {name for name in torch._C._dispatch_get_all_op_names() if name.startswith(prefix)}
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     return request.param

@@ -1,9 +1,10 @@
-"""Our ops under torch.autocast (jk.h, promote_under_autocast): autocast hands them mixed float dtypes
+"""Our ops under torch.autocast (jk.h: call_promoted): autocast hands them mixed float dtypes
 (a bfloat16 activation beside float32 weights or a float32 sample), which their dtype checks refuse
 outside autocast. Under autocast each op that does not write in place casts its floating tensors to the
 widest of their dtypes, as torch's type promotion would for the same expression in plain ops."""
 import pytest
 import torch
+from conftest import registered_ops
 
 import loader
 
@@ -13,8 +14,7 @@ LOW = torch.bfloat16
 
 def test_every_op_but_the_in_place_ones_has_autocast_kernels():
     for family in loader.families():
-        prefix = f"{loader.load(family).namespace}::"
-        ops = {name for name in torch._C._dispatch_get_all_op_names() if name.startswith(prefix)}
+        ops = registered_ops(family)
         for op in ops - {name + "_autograd" for name in ops}:  # jk.h's twins are called with autocast off
             writes = any(a.alias_info is not None and a.alias_info.is_write for a in torch._C._get_schema(op, "").arguments)
             for key in ("AutocastCPU", "AutocastCUDA"):

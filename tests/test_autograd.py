@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from conftest import needs_cuda
+from conftest import needs_cuda, registered_ops
 
 import loader
 
@@ -36,8 +36,7 @@ def test_no_op_is_left_to_torchs_autograd_fallback():
     """jk.h: every op is defined with def_differentiable, def_not_differentiable or def_in_place, each of
     which puts a kernel at the Autograd key (the fallback warns and returns no gradient)."""
     for family in loader.families():
-        prefix = f"{loader.load(family).namespace}::"
-        ops = {name for name in torch._C._dispatch_get_all_op_names() if name.startswith(prefix)}
+        ops = registered_ops(family)
         assert ops, f"no ops found for {family}"
         missing = sorted(op for op in ops if not torch._C._dispatch_has_kernel_for_dispatch_key(op, "Autograd"))
         assert not missing, f"ops left to torch's autograd fallback: {missing}"

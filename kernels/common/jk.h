@@ -149,14 +149,6 @@ inline void call_original(const c10::OperatorHandle& twin, c10::DispatchKeySet k
       .redispatchBoxed(keys, stack);
 }
 
-// m.def(schema, tags) with `kernel` at the Autograd key.
-template <void (*kernel)(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*)>
-void def_with_autograd_kernel(torch::Library& m, const std::string& schema, const std::vector<at::Tag>& tags = {}) {
-  m.def(schema.c_str(), tags);
-  m.impl(schema.substr(0, schema.find('(')).c_str(),
-         torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<kernel>()));
-}
-
 // ---- torch.autocast
 // Under autocast our ops meet mixed float dtypes (a bfloat16 activation beside float32 weights or a
 // float32 sample), which their dtype checks refuse. So each op that does not write in place gets an
@@ -186,21 +178,28 @@ void call_promoted(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   op.callBoxed(stack);
 }
 
-inline void promote_under_autocast(torch::Library& m, const std::string& name) {
-  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutocastCPU,
-                                       torch::CppFunction::makeFromBoxedFunction<&call_promoted<c10::DispatchKey::AutocastCPU>>()));
-  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutocastCUDA,
-                                       torch::CppFunction::makeFromBoxedFunction<&call_promoted<c10::DispatchKey::AutocastCUDA>>()));
-}
-
 // ---- the three ways to define an op
+
+// m.def(schema, tags) with `kernel` at the Autograd key and, unless the op writes in place, the Autocast
+// kernels. Returns the op's name.
+template <void (*kernel)(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*)>
+std::string define(torch::Library& m, const std::string& schema, bool promote, const std::vector<at::Tag>& tags = {}) {
+  const std::string name = schema.substr(0, schema.find('('));
+  m.def(schema.c_str(), tags);
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<kernel>()));
+  if (promote) {
+    m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutocastCPU,
+                                         torch::CppFunction::makeFromBoxedFunction<&call_promoted<c10::DispatchKey::AutocastCPU>>()));
+    m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutocastCUDA,
+                                         torch::CppFunction::makeFromBoxedFunction<&call_promoted<c10::DispatchKey::AutocastCUDA>>()));
+  }
+  return name;
+}
 
 // An op with a derivative in ops.py (loader.register_autograd), and its twin.
 inline void def_differentiable(torch::Library& m, const char* schema, const std::vector<at::Tag>& tags = {}) {
   const std::string text(schema);
-  const std::string twin = text.substr(0, text.find('(')) + kAutogradTwin;
-  def_with_autograd_kernel<&route_autograd>(m, text, tags);
-  promote_under_autocast(m, text.substr(0, text.find('(')));
+  const std::string twin = define<&route_autograd>(m, text, /*promote=*/true, tags) + kAutogradTwin;
   m.def((twin + text.substr(text.find('('))).c_str(), tags);
   m.impl(twin.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
                                        torch::CppFunction::makeFromBoxedFunction<&call_original>()));
@@ -209,9 +208,7 @@ inline void def_differentiable(torch::Library& m, const char* schema, const std:
 // An op whose outputs are constants for autograd, as torch.randn's are (samplers, selections): they
 // never require grad, whatever the inputs do. Docstrings say so.
 inline void def_not_differentiable(torch::Library& m, const char* schema) {
-  const std::string text(schema);
-  def_with_autograd_kernel<&call_below_autograd>(m, text);
-  promote_under_autocast(m, text.substr(0, text.find('(')));
+  define<&call_below_autograd>(m, schema, /*promote=*/true);
 }
 
 // The Autograd kernel of an op that writes into its (a!) arguments and has no derivative: with grad
@@ -239,6 +236,6 @@ inline void call_in_place(const c10::OperatorHandle& op, c10::DispatchKeySet key
 // An op that writes into arguments annotated (a!) and has no derivative (call_in_place). Its schema
 // returns nothing, since torch.compile cannot functionalize a custom op whose output aliases an input;
 // the Python wrapper returns the written tensor. No Autocast kernel: a cast copy could not be written.
-inline void def_in_place(torch::Library& m, const char* schema) { def_with_autograd_kernel<&call_in_place>(m, schema); }
+inline void def_in_place(torch::Library& m, const char* schema) { define<&call_in_place>(m, schema, /*promote=*/false); }
 
 }  // namespace jk
