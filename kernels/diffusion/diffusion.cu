@@ -188,6 +188,7 @@ __global__ void __launch_bounds__(kStepThreads)
     base = s.offset / 4;
   }
   const acc_t r = static_cast<acc_t>(range);
+  constexpr bool kNoiseFinite = kNoise != Noise::kGiven;
   RowLookup<acc_t> lookup{table, inner, per_row};
 
   for (int64_t first = blockIdx.x * kTile + threadIdx.x; first < n_items;
@@ -240,15 +241,15 @@ __global__ void __launch_bounds__(kStepThreads)
         const StepCoefs<acc_t> c = lookup.at(i0);
 #pragma unroll
         for (int e = 0; e < kItem; ++e) {
-          o.v[e] = static_cast<scalar_t>(
-              step_element(c, static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
+          o.v[e] = static_cast<scalar_t>(step_element<kNoiseFinite>(c, static_cast<acc_t>(mv[u].v[e]),
+                                                                     static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
         }
       } else {  // the last item may run past n: its row (and coefficient table entry) does not exist
 #pragma unroll
         for (int e = 0; e < kItem; ++e) {
           if (i0 + e >= n) break;
-          o.v[e] = static_cast<scalar_t>(step_element(lookup.at(i0 + e), static_cast<acc_t>(mv[u].v[e]),
-                                                      static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
+          o.v[e] = static_cast<scalar_t>(step_element<kNoiseFinite>(
+              lookup.at(i0 + e), static_cast<acc_t>(mv[u].v[e]), static_cast<acc_t>(xv[u].v[e]), z[e], clip, r));
         }
       }
       o.store(out, item, n);

@@ -47,7 +47,8 @@ struct TimeArg {
 // this scheduler and prediction type (a coefficient that is structurally 0): step_element leaves those
 // out, where a coefficient that merely comes out 0 (t = 0) multiplies as the reference does.
 // 16-byte aligned, so the step kernels read a row's coefficients in 16-byte loads (2 for float).
-enum Term : int { kAX = 0, kAM, kPX0, kPX, kPM, kPZ };
+// The terms some formula lacks (a_m * m and p_x0 * x0 are in every one, so they need no bit).
+enum Term : int { kAX = 0, kPX, kPM, kPZ };
 
 template <typename acc_t>
 struct alignas(16) StepCoefs {
@@ -161,14 +162,16 @@ C10_HOST_DEVICE inline acc_t step_term(const StepCoefs<acc_t>& c, Term term, acc
   return (c.absent & term_bit(term)) ? acc_t(0) : coef * v;
 }
 
-template <typename acc_t>
+// kNoiseFinite: the noise is drawn or 0, never inf or NaN, and an absent noise term has p_z = 0, so
+// that term needs no select (each select costs the drawing GPU kernel time: it is not memory-bound).
+template <bool kNoiseFinite = false, typename acc_t>
 C10_HOST_DEVICE inline acc_t step_element(const StepCoefs<acc_t>& c, acc_t m, acc_t x, acc_t z, bool clip,
                                           acc_t range) {
   if (!c.valid) return std::numeric_limits<acc_t>::quiet_NaN();
-  acc_t x0 = step_term(c, kAX, c.a_x, x) + step_term(c, kAM, c.a_m, m);
+  acc_t x0 = step_term(c, kAX, c.a_x, x) + c.a_m * m;
   if (clip) x0 = x0 < -range ? -range : (x0 > range ? range : x0);  // NaN stays NaN, like torch.clamp
-  return step_term(c, kPX0, c.p_x0, x0) + step_term(c, kPX, c.p_x, x) + step_term(c, kPM, c.p_m, m) +
-         step_term(c, kPZ, c.p_z, z);
+  const acc_t noise_term = kNoiseFinite ? c.p_z * z : step_term(c, kPZ, c.p_z, z);
+  return c.p_x0 * x0 + step_term(c, kPX, c.p_x, x) + step_term(c, kPM, c.p_m, m) + noise_term;
 }
 
 // Mish from e = exp(min(h, 20)), one exponential instead of exp, log1p and tanh: tanh(log1p(e^h)) =

@@ -149,11 +149,12 @@ void eye_axpy(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_v
 
 // For each matrix b of A (nb, n, n) whose off-diagonal entries are all 0 and whose diagonal is
 // finite (NaN or Inf keep the iteration's NaN, which fallback="auto" reports): X[b] =
-// diag((max(A_ii, 0) + eps)^(-1/p)), the exact answer, and residual[b] = 0. X is contiguous.
-void finish_diagonal(const at::Tensor& A, const at::Tensor& X, const at::Tensor& residual, int64_t p, double eps) {
+// diag((max(a_scale * A_ii, 0) + eps)^(-1/p)), the exact answer, and residual[b] = 0. X is contiguous.
+void finish_diagonal(const at::Tensor& A, double a_scale, const at::Tensor& X, const at::Tensor& residual, int64_t p,
+                     double eps) {
 #ifdef JK_WITH_CUDA
   if (A.is_cuda()) {
-    finish_diagonal_cuda(A, X, residual, p, eps);
+    finish_diagonal_cuda(A, a_scale, X, residual, p, eps);
     return;
   }
 #endif
@@ -163,6 +164,7 @@ void finish_diagonal(const at::Tensor& A, const at::Tensor& X, const at::Tensor&
     scalar_t* x = X.mutable_data_ptr<scalar_t>();
     scalar_t* r = residual.mutable_data_ptr<scalar_t>();
     const auto exponent = static_cast<scalar_t>(-1.0 / static_cast<double>(p));
+    const auto scale = static_cast<scalar_t>(a_scale);
     at::parallel_for(0, A.size(0), 1, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         const scalar_t* a_b = a + b * n * n;
@@ -172,7 +174,7 @@ void finish_diagonal(const at::Tensor& A, const at::Tensor& X, const at::Tensor&
         if (!diagonal) continue;
         scalar_t* x_b = x + b * n * n;
         for (int64_t e = 0; e < n * n; ++e) {
-          const scalar_t d = a_b[e];
+          const scalar_t d = scale * a_b[e];
           x_b[e] = e % (n + 1) == 0 ? std::pow((d < scalar_t(0) ? scalar_t(0) : d) + static_cast<scalar_t>(eps), exponent)
                                     : scalar_t(0);
         }
@@ -267,6 +269,18 @@ Factor power(const Factor& T, int64_t p, bool pieces) {
   }
 }
 
+// Each row's 2-norm (the Frobenius norms of (nb, n * n) matrices), without the overflow or underflow of
+// squaring the entries (float32 past ~1e19: X came out zero; below ~1e-19: NaN): float32 sums its
+// squares in float64, float64 divides by the row's max |entry| first. Float64 result.
+at::Tensor frobenius_norms(const at::Tensor& rows) {
+  if (rows.scalar_type() != at::kDouble) {
+    return at::linalg_vector_norm(rows, 2, at::IntArrayRef{1}, /*keepdim=*/false, at::kDouble);
+  }
+  const at::Tensor peak = rows.abs().amax(1, /*keepdim=*/true);
+  const at::Tensor scale = peak.masked_fill(peak.eq(0), 1.0);  // the zero matrix: norm 0
+  return at::linalg_vector_norm(rows.div(scale), 2, at::IntArrayRef{1}).mul_(scale.view({-1}));
+}
+
 }  // namespace
 
 // Coupled Newton iteration for (A + eps I)^(-1/p) (Guo & Higham 2006), scaled per step:
@@ -296,27 +310,24 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const at::NoTF32Guard no_tf32;  // float32 at::bmm in full precision, whatever the global flag says
   // Only the symmetric part (A + Aᵀ) / 2 is used, as by the reference and the eigh fallback (the
   // iteration alone would take the root of A itself, so a slightly asymmetric A gave another answer).
+  // S = A + Aᵀ is formed, and the 1/2 rides on the scalars below: each launch costs this host-bound op.
   const at::Tensor A_flat = A_in.contiguous().view({nb, n, n});
-  const at::Tensor A = A_flat.add(A_flat.mT()).mul_(0.5).contiguous();
-  const bool is_double = A.scalar_type() == at::kDouble;
+  const at::Tensor S = A_flat.add(A_flat.mT());
+  const bool is_double = S.scalar_type() == at::kDouble;
   // Float32 products on the bfloat16 tensor cores (3 pieces per factor) only for p >= 4: measured
   // on the H200 (tools/linalg_accuracy.py, cond 1e3), p = 4 and 8 stay under 4.5e-4 up to
   // n = 4096, while p = 1 and 2 pass the 1e-3 bar at n = 1024 but not at 1500-4096 (up to
   // 5.9e-3): their iteration amplifies the pieces' rounding, so they keep float32 cuBLAS.
-  const bool pieces = A.is_cuda() && A.scalar_type() == at::kFloat && p >= 4;
+  const bool pieces = S.is_cuda() && S.scalar_type() == at::kFloat && p >= 4;
   if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
   const std::vector<double> alphas = newton_schedule(p, max_cond, is_double ? kTolDouble : kTolFloat);
   const int64_t steps = static_cast<int64_t>(alphas.size());
 
-  // u = ||A||_F + eps, the norm taken as max|A| * ||A / max|A|||_F: squaring the entries themselves overflows
-  // (float32 entries past ~1e19, float64 past ~1e154: X came out zero) or underflows (X NaN) first.
-  const at::Tensor entries = A.view({nb, n * n});
-  const at::Tensor peak = entries.abs().amax(1, /*keepdim=*/true);
-  const at::Tensor scale = peak.masked_fill(peak.eq(0), 1.0);  // the zero matrix: norm 0
-  const at::Tensor u = at::linalg_vector_norm(entries.div(scale), 2, at::IntArrayRef{1}).mul(scale.view({nb})).add(eps);
+  // u = ||(A + Aᵀ) / 2||_F + eps
+  const at::Tensor u = frobenius_norms(S.view({nb, n * n})).mul_(0.5).add_(eps).to(S.scalar_type());
   const at::Tensor inv_u = u.reciprocal(), x0 = u.pow(-1.0 / static_cast<double>(p));
-  at::Tensor M0 = at::empty({nb, n, n}, A.options());
-  eye_axpy(M0, A, inv_u, 1.0, inv_u, eps);  // M_0 = (A + eps I) / u
+  at::Tensor M0 = at::empty({nb, n, n}, S.options());
+  eye_axpy(M0, S, inv_u, 0.5, inv_u, eps);  // M_0 = ((A + Aᵀ) / 2 + eps I) / u
   Factor M(M0);
   std::optional<Factor> X;
   at::Tensor residual;
@@ -344,7 +355,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
 
   // Diagonal input (n = 1, A = I, ...): the exact elementwise answer, as the reference
   // computes it (eigenvalues clamped at 0), and residual 0. Decided on the device: no sync.
-  finish_diagonal(A, X_out, residual, p, eps);
+  finish_diagonal(S, 0.5, X_out, residual, p, eps);
   return {X_out.view(A_in.sizes()), residual.view(batch)};
 }
 

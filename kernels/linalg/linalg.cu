@@ -340,18 +340,19 @@ __global__ void __launch_bounds__(kThreads) mark_not_diagonal_kernel(const T* __
   }
 }
 
-// X[b] = diag((max(A_ii, 0) + eps)^exponent) and residual[b] = 0 for each unmarked matrix b.
+// X[b] = diag((max(a_scale * A_ii, 0) + eps)^exponent) and residual[b] = 0 for each unmarked matrix b.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) write_diagonal_answer_kernel(const T* __restrict__ A, T* __restrict__ X,
                                                                        T* __restrict__ residual,
                                                                        const int* __restrict__ not_diagonal,
-                                                                       int64_t rows, int64_t n, T eps, T exponent) {
+                                                                       int64_t rows, int64_t n, T a_scale, T eps,
+                                                                       T exponent) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
   for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
     const int64_t b = row / n, i = row - b * n;
     if (not_diagonal[b]) continue;
-    const T a = A[row * n + i];
+    const T a = a_scale * A[row * n + i];
     const T root = pow((a < T(0) ? T(0) : a) + eps, exponent);
     for (int64_t j = lane; j < n; j += 32) X[row * n + j] = j == i ? root : T(0);
     if (i == 0 && lane == 0) residual[b] = T(0);
@@ -376,8 +377,8 @@ void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor
   });
 }
 
-void finish_diagonal_cuda(const at::Tensor& A, const at::Tensor& X, const at::Tensor& residual, int64_t p,
-                          double eps) {
+void finish_diagonal_cuda(const at::Tensor& A, double a_scale, const at::Tensor& X, const at::Tensor& residual,
+                          int64_t p, double eps) {
   const c10::cuda::CUDAGuard guard(A.device());
   const int64_t n = A.size(1), rows = A.size(0) * n;
   const at::Tensor not_diagonal = at::zeros({A.size(0)}, A.options().dtype(at::kInt));
@@ -391,7 +392,7 @@ void finish_diagonal_cuda(const at::Tensor& A, const at::Tensor& X, const at::Te
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     write_diagonal_answer_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
         A.const_data_ptr<scalar_t>(), X.mutable_data_ptr<scalar_t>(), residual.mutable_data_ptr<scalar_t>(),
-        not_diagonal.const_data_ptr<int>(), rows, n, static_cast<scalar_t>(eps),
+        not_diagonal.const_data_ptr<int>(), rows, n, static_cast<scalar_t>(a_scale), static_cast<scalar_t>(eps),
         static_cast<scalar_t>(-1.0 / static_cast<double>(p)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });

@@ -34,9 +34,9 @@ void split_bf16x3_cuda(const at::Tensor& x, double scale, double shift, const at
                        const at::Tensor& right);
 
 // For each matrix b of A (nb, n, n) with no off-diagonal entry other than 0 and a finite diagonal:
-// X[b] = diag((max(A_ii, 0) + eps)^(-1/p)) and residual[b] = 0; other matrices are left alone.
-void finish_diagonal_cuda(const at::Tensor& A, const at::Tensor& X, const at::Tensor& residual, int64_t p,
-                          double eps);
+// X[b] = diag((max(a_scale * A_ii, 0) + eps)^(-1/p)) and residual[b] = 0; other matrices are left alone.
+void finish_diagonal_cuda(const at::Tensor& A, double a_scale, const at::Tensor& X, const at::Tensor& residual,
+                          int64_t p, double eps);
 
 // out (nb, m*p, n*q) = per-batch kron(A (nb, m, n), B (nb, p, q)).
 void kron_cuda(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B);
