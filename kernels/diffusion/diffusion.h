@@ -1,5 +1,5 @@
-// The math of the diffusion ops, shared by the CPU (diffusion.cpp) and CUDA (diffusion.cu) kernels,
-// and the CUDA launchers that diffusion.cpp calls.
+// The math of the diffusion ops, shared by the CPU (diffusion.cpp) and CUDA (diffusion.cu,
+// diffusion_conv.cu) kernels, and the CUDA launchers that diffusion.cpp calls.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
@@ -192,9 +192,15 @@ C10_HOST_DEVICE inline acc_t mish(acc_t h) {
 #endif
 }
 
+#ifdef __CUDACC__
+// Asks for the 32-byte sector holding p to be brought into L2 (no register waits for it).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+#endif
+
 #ifdef JK_WITH_CUDA
-// diffusion.cu. Arguments were checked by diffusion.cpp; tensors are contiguous, `out` is allocated and
-// non-empty. `noise` may be null; `draw`: draw z in the kernel (only when noise is null).
+// diffusion.cu (steps) and diffusion_conv.cu (the rest). Arguments were checked by diffusion.cpp; tensors
+// are contiguous, `out` is allocated and non-empty. `noise` may be null; `draw`: draw z in the kernel
+// (only when noise is null).
 void ddpm_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
                     const at::Tensor* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw);
 void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
