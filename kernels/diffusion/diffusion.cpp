@@ -195,18 +195,21 @@ void step_cpu(const at::Tensor& out, const at::Tensor& model_output, const at::T
       const acc_t* mv = m_seg.read(m + i0, len);
       const acc_t* xv = x_seg.read(x + i0, len);
       acc_t* ov = out_seg.target(o + i0);
-      auto segment = [&](auto noise) {  // noise(j): element i0 + j's z; one loop per kind, each vectorizable
-        for (int64_t j = 0; j < len; ++j) ov[j] = step_element(c, mv[j], xv[j], noise(j), clip, r);
+      // noise(j): element i0 + j's z; one loop per kind, each vectorizable. Drawn or zero noise is finite.
+      auto segment = [&](auto noise, auto noise_finite) {
+        for (int64_t j = 0; j < len; ++j) {
+          ov[j] = step_element<decltype(noise_finite)::value>(c, mv[j], xv[j], noise(j), clip, r);
+        }
       };
       if (z != nullptr) {
         const acc_t* zv = z_seg.read(z + i0, len);
-        segment([&](int64_t j) { return zv[j]; });
+        segment([&](int64_t j) { return zv[j]; }, std::false_type{});
       } else if (draw) {
         const int64_t q0 = i0 / 4;
         jk::normal4_batch_cpu(seed, static_cast<uint64_t>(q0), (stop - 1) / 4 - q0 + 1, drawn);
-        segment([&](int64_t j) { return static_cast<acc_t>(drawn[i0 + j - 4 * q0]); });
+        segment([&](int64_t j) { return static_cast<acc_t>(drawn[i0 + j - 4 * q0]); }, std::true_type{});
       } else {
-        segment([](int64_t) { return acc_t(0); });
+        segment([](int64_t) { return acc_t(0); }, std::true_type{});
       }
       out_seg.store(o + i0, len);
       i0 = stop;
