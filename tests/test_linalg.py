@@ -135,6 +135,30 @@ def test_inverse_root_ill_conditioned_float32_no_worse_than_eigh(device):
     assert ours <= max(eigh, 1e-4)
 
 
+def test_inverse_root_auto_on_cpu_takes_one_large_matrix_to_eigh(monkeypatch):
+    """CPU "auto": one matrix of n >= 64 goes to eigh (faster there), with the op's own argument checks
+    and NaN check; batches, smaller matrices and inputs that need a gradient stay on the iteration."""
+    routes = []
+    monkeypatch.setattr(linalg.module, "_eigh_inverse_root",
+                        lambda A, p, eps: routes.append(tuple(A.shape)) or ref.matrix_inverse_root(A, p, eps))
+    A = random_spd(64, 1e3, dtype=torch.float32)
+    X, residual = linalg.matrix_inverse_root(A, 4, 1e-6, return_residual=True)
+    assert routes == [(64, 64)] and residual.item() == 0
+    assert rel_err(X, ref.matrix_inverse_root(A.double(), 4, 1e-6)) <= 1e-5
+    linalg.matrix_inverse_root(random_spd(48, 1e3, dtype=torch.float32), 4)
+    linalg.matrix_inverse_root(random_spd(64, 1e3, batch=(2,), dtype=torch.float32), 4)
+    I = torch.eye(64, dtype=torch.float64, requires_grad=True)  # equal eigenvalues: eigh's backward is NaN
+    linalg.matrix_inverse_root(I, 2, 0.5).sum().backward()
+    assert routes == [(64, 64)] and torch.isfinite(I.grad).all()
+    with pytest.raises(ValueError, match="A must be square"):
+        linalg.matrix_inverse_root(torch.ones(64, 70), 4)
+    with pytest.raises(ValueError, match="p must be"):
+        linalg.matrix_inverse_root(A, 0)
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        linalg.matrix_inverse_root(torch.diag(torch.full((64,), float("nan"))), 4)
+    assert routes == [(64, 64)]
+
+
 def test_inverse_root_fallback_recomputes_unconverged(device):
     A = random_spd(64, 1e5, batch=(2,), device=device).float()
     # max_cond=2: the step count is far too small for cond 1e5, so the residual flags it
