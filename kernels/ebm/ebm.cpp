@@ -181,8 +181,11 @@ void row_grad(const M& m, const A* x, A* g, int64_t D) {
     g[i] = m.grad(i > 0 ? x[i - 1] : A(0), x[i], i + 1 < D ? x[i + 1] : A(0), i > 0, i + 1 < D, rc);
 }
 
-// Rows whose energies rows_cpu computes kEnergyLanes at a time (LocalRows::energies).
-constexpr int64_t kEnergyLanes = 8;
+// Rows that rows_cpu hands kRowLanes at a time to LocalRows::energies / grads, transposed: element i of
+// row l at i * kRowLanes + l. The lanes are independent, so the loops vectorize (one row's running sum,
+// and a row's neighbour and edge selects, did not), and each row is computed in row_energy's and
+// row_grad's order.
+constexpr int64_t kRowLanes = 8;
 
 // A local model as a row object (grad, energy), the shape the CPU chains use.
 template <typename A, typename M>
@@ -191,23 +194,44 @@ struct LocalRows {
   void grad(const A* x, A* g, int64_t D) const { row_grad(m, x, g, D); }
   A energy(const A* x, int64_t D) const { return row_energy(m, x, D); }
 
-  // row_energy of kEnergyLanes rows at once from their elements transposed (x_t[i * kEnergyLanes + l]
-  // is row l's element i): the lanes are independent, so the loop vectorizes (one row's running sum
-  // is a chain that did not), and each row sums in row_energy's order, so the results are the same.
+  // row_energy of kRowLanes rows (x_t transposed, see kRowLanes) into out[l].
   void energies(const A* x_t, int64_t D, A* out) const {
-    A s0[kEnergyLanes] = {}, s1[kEnergyLanes] = {}, sum[kEnergyLanes] = {};
-    static constexpr A kZeros[kEnergyLanes] = {};
+    A s0[kRowLanes] = {}, s1[kRowLanes] = {}, sum[kRowLanes] = {};
     for (int64_t i = 0; i < D; ++i) {
       const bool has_next = i + 1 < D;
-      const A* x_i = x_t + i * kEnergyLanes;
-      const A* x_next = has_next ? x_i + kEnergyLanes : kZeros;
-      for (int64_t l = 0; l < kEnergyLanes; ++l) {
+      const A* x_i = x_t + i * kRowLanes;
+      const A* x_next = has_next ? x_i + kRowLanes : kZeros;
+      for (int64_t l = 0; l < kRowLanes; ++l) {
         m.stats(x_i[l], s0[l], s1[l]);
         sum[l] += m.term(x_i[l], x_next[l], has_next);
       }
     }
-    for (int64_t l = 0; l < kEnergyLanes; ++l) out[l] = m.finish(sum[l], s0[l], s1[l], D);
+    for (int64_t l = 0; l < kRowLanes; ++l) out[l] = m.finish(sum[l], s0[l], s1[l], D);
   }
+
+  // row_grad of kRowLanes rows (x_t and g_t transposed, see kRowLanes).
+  void grads(const A* x_t, A* g_t, int64_t D) const {
+    A s0[kRowLanes] = {}, s1[kRowLanes] = {}, c0[kRowLanes], c1[kRowLanes];
+    if (M::kStats)
+      for (int64_t i = 0; i < D; ++i)
+        for (int64_t l = 0; l < kRowLanes; ++l) m.stats(x_t[i * kRowLanes + l], s0[l], s1[l]);
+    for (int64_t l = 0; l < kRowLanes; ++l) {
+      const RowConst<A> rc = m.prepare(s0[l], s1[l], D);
+      c0[l] = rc.c0;
+      c1[l] = rc.c1;
+    }
+    for (int64_t i = 0; i < D; ++i) {
+      const bool has_prev = i > 0, has_next = i + 1 < D;
+      const A* x_i = x_t + i * kRowLanes;
+      const A* x_prev = has_prev ? x_i - kRowLanes : kZeros;
+      const A* x_next = has_next ? x_i + kRowLanes : kZeros;
+      for (int64_t l = 0; l < kRowLanes; ++l)
+        g_t[i * kRowLanes + l] = m.grad(x_prev[l], x_i[l], x_next[l], has_prev, has_next, RowConst<A>{c0[l], c1[l]});
+    }
+  }
+
+ private:
+  static constexpr A kZeros[kRowLanes] = {};  // the neighbour of an edge element (its term ignores it)
 };
 
 // One AVX register of float or double (a GCC/Clang vector extension; two SSE registers where AVX is off).
@@ -305,17 +329,22 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
   T* op = out.mutable_data_ptr<T>();
   at::parallel_for(0, B, row_grain(D), [&](int64_t begin, int64_t end) {
     std::vector<A> row(D), g(D);
-    if constexpr (requires(A* a) { rows.energies(a, D, a); }) {  // energies of whole blocks of rows at once
-      if (!score) {
-        std::vector<A> block(D * kEnergyLanes);
-        A energy[kEnergyLanes];
-        for (; begin + kEnergyLanes <= end; begin += kEnergyLanes) {
-          const T* x_rows = xp + begin * D;
-          for (int64_t i = 0; i < D; ++i)  // transposed: element i of row l at i * kEnergyLanes + l
-            for (int64_t l = 0; l < kEnergyLanes; ++l) block[i * kEnergyLanes + l] = static_cast<A>(x_rows[l * D + i]);
-          rows.energies(block.data(), D, energy);
-          for (int64_t l = 0; l < kEnergyLanes; ++l) op[begin + l] = jk::from_opmath<T>(energy[l]);
+    if constexpr (requires(A* a) { rows.grads(a, a, D); }) {  // whole blocks of kRowLanes rows at once
+      std::vector<A> x_t(D * kRowLanes), g_t(score ? D * kRowLanes : 0);
+      A energy[kRowLanes];
+      for (; begin + kRowLanes <= end; begin += kRowLanes) {
+        const T* x_rows = xp + begin * D;
+        for (int64_t i = 0; i < D; ++i)  // (these loop orders, contiguous stores, measured fastest)
+          for (int64_t l = 0; l < kRowLanes; ++l) x_t[i * kRowLanes + l] = static_cast<A>(x_rows[l * D + i]);
+        if (!score) {
+          rows.energies(x_t.data(), D, energy);
+          for (int64_t l = 0; l < kRowLanes; ++l) op[begin + l] = jk::from_opmath<T>(energy[l]);
+          continue;
         }
+        rows.grads(x_t.data(), g_t.data(), D);
+        T* out_rows = op + begin * D;
+        for (int64_t i = 0; i < D; ++i)
+          for (int64_t l = 0; l < kRowLanes; ++l) out_rows[l * D + i] = jk::from_opmath<T>(-g_t[i * kRowLanes + l]);
       }
     }
     for (int64_t r = begin; r < end; ++r) {  // (the rows left after whole blocks)
