@@ -177,8 +177,14 @@ void row_grad(const M& m, const A* x, A* g, int64_t D) {
   if (M::kStats)
     for (int64_t i = 0; i < D; ++i) m.stats(x[i], s0, s1);
   const RowConst<A> rc = m.prepare(s0, s1, D);
-  for (int64_t i = 0; i < D; ++i)
-    g[i] = m.grad(i > 0 ? x[i - 1] : A(0), x[i], i + 1 < D ? x[i + 1] : A(0), i > 0, i + 1 < D, rc);
+  if constexpr (!M::kNeighbours) {  // no neighbour loads or edge selects: a loop that vectorizes
+    for (int64_t i = 0; i < D; ++i) g[i] = m.grad(A(0), x[i], A(0), false, false, rc);
+    return;
+  }
+  // The edges apart, so the interior loop has no conditional loads and vectorizes.
+  g[0] = m.grad(A(0), x[0], D > 1 ? x[1] : A(0), false, D > 1, rc);
+  for (int64_t i = 1; i + 1 < D; ++i) g[i] = m.grad(x[i - 1], x[i], x[i + 1], true, true, rc);
+  if (D > 1) g[D - 1] = m.grad(x[D - 2], x[D - 1], A(0), true, false, rc);
 }
 
 // Rows that rows_cpu hands kRowLanes at a time to LocalRows::energies / grads, transposed: element i of
