@@ -340,7 +340,7 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
       A energy[kRowLanes];
       for (; begin + kRowLanes <= end; begin += kRowLanes) {
         const T* x_rows = xp + begin * D;
-        for (int64_t i = 0; i < D; ++i)  // (these loop orders, contiguous stores, measured fastest)
+        for (int64_t i = 0; i < D; ++i)  // (i outer, here and for the store below: measured fastest)
           for (int64_t l = 0; l < kRowLanes; ++l) x_t[i * kRowLanes + l] = static_cast<A>(x_rows[l * D + i]);
         if (!score) {
           rows.energies(x_t.data(), D, energy);
