@@ -15,7 +15,6 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -250,7 +249,7 @@ void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x
   using acc_t = at::opmath_type<scalar_t>;
   const bool per_row = fn.per_row();
   const int64_t rows = per_row ? x.size(0) : 1;
-  const at::Tensor table = at::empty({rows * static_cast<int64_t>(sizeof(StepCoefs<acc_t>))}, out.options().dtype(at::kByte));
+  const at::TensorBase table = jk::cuda_workspace(rows * static_cast<int64_t>(sizeof(StepCoefs<acc_t>)), out.device());
   auto* table_ptr = reinterpret_cast<StepCoefs<acc_t>*>(table.mutable_data_ptr());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   step_coefs_kernel<acc_t><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(table_ptr, rows, fn);

@@ -18,7 +18,6 @@
 //   busy with those loads: 24.6 us against torch.compile's 22.8 on the H200). Otherwise the
 //   row kernel walks each output row, positions advanced with carries (no divisions in loops).
 #include <ATen/Dispatch.h>
-#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -381,19 +380,20 @@ void finish_diagonal_cuda(const at::Tensor& A, double a_scale, const at::Tensor&
                           int64_t p, double eps) {
   const c10::cuda::CUDAGuard guard(A.device());
   const int64_t n = A.size(1), rows = A.size(0) * n;
-  const at::Tensor not_diagonal = at::zeros({A.size(0)}, A.options().dtype(at::kInt));
+  const at::TensorBase not_diagonal = jk::cuda_workspace(A.size(0) * static_cast<int64_t>(sizeof(int)), A.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  C10_CUDA_CHECK(cudaMemsetAsync(not_diagonal.mutable_data_ptr(), 0, not_diagonal.nbytes(), stream));
   // A warp per row, at most one full wave (8 blocks of 256 threads per SM).
   const int64_t blocks = std::min<int64_t>((rows + kThreads / 32 - 1) / (kThreads / 32),
                                            static_cast<int64_t>(jk::multiprocessor_count(A.get_device())) * 8);
   AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "finish_diagonal_cuda", [&] {
     mark_not_diagonal_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        A.const_data_ptr<scalar_t>(), not_diagonal.mutable_data_ptr<int>(), rows, n);
+        A.const_data_ptr<scalar_t>(), static_cast<int*>(not_diagonal.mutable_data_ptr()), rows, n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     write_diagonal_answer_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
         A.const_data_ptr<scalar_t>(), X.mutable_data_ptr<scalar_t>(), residual.mutable_data_ptr<scalar_t>(),
-        not_diagonal.const_data_ptr<int>(), rows, n, static_cast<scalar_t>(a_scale), static_cast<scalar_t>(eps),
-        static_cast<scalar_t>(-1.0 / static_cast<double>(p)));
+        static_cast<const int*>(not_diagonal.const_data_ptr()), rows, n, static_cast<scalar_t>(a_scale),
+        static_cast<scalar_t>(eps), static_cast<scalar_t>(-1.0 / static_cast<double>(p)));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }

@@ -24,11 +24,11 @@ namespace sampling {
 
 #ifdef JK_WITH_CUDA
 // sampling.cu
-void normal_cuda(const at::Tensor& out, const at::Tensor& mean, const at::Tensor& std,
+void normal_cuda(const at::TensorBase& out, const at::TensorBase& mean, const at::TensorBase& std,
                  const std::optional<at::Generator>& generator);
-void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, const at::Tensor& samples,
-                     const at::Tensor& scores, int64_t n_elite, const at::Tensor& mean, const at::Tensor& std,
-                     double smoothing, double min_std, bool maximize);
+void cem_update_cuda(const at::TensorBase& new_mean, const at::TensorBase& new_std, const at::TensorBase& samples,
+                     const at::TensorBase& scores, int64_t n_elite, const at::TensorBase& mean,
+                     const at::TensorBase& std, double smoothing, double min_std, bool maximize);
 #endif
 
 namespace {

@@ -23,7 +23,6 @@
 //      read coalesced, 8 rows of loads in flight; out as per-range mean and M2;
 //   5. merge: float64, fixed order (deterministic), blend with the old mean/std.
 #include <ATen/Dispatch.h>
-#include <ATen/ops/empty.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -127,7 +126,7 @@ __global__ void __launch_bounds__(kNormalThreads)
 
 }  // namespace
 
-void normal_cuda(const at::Tensor& out, const at::Tensor& mean, const at::Tensor& std,
+void normal_cuda(const at::TensorBase& out, const at::TensorBase& mean, const at::TensorBase& std,
                  const std::optional<at::Generator>& generator) {
   const int64_t total = out.numel(), d = out.size(1);
   c10::cuda::CUDAGuard guard(out.device());
@@ -512,12 +511,12 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 
 // Launches (no host sync): the counters' zeroing, ceil(key bits / 11) select passes (3 for 32-bit
 // keys), the elite list, the statistics, the merge; all but the first as dependent launches.
-void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, const at::Tensor& samples,
-                     const at::Tensor& scores, int64_t n_elite, const at::Tensor& mean, const at::Tensor& std,
-                     double smoothing, double min_std, bool maximize) {
+void cem_update_cuda(const at::TensorBase& new_mean, const at::TensorBase& new_std, const at::TensorBase& samples,
+                     const at::TensorBase& scores, int64_t n_elite, const at::TensorBase& mean,
+                     const at::TensorBase& std, double smoothing, double min_std, bool maximize) {
   c10::cuda::CUDAGuard guard(samples.device());
   const int64_t n = samples.size(0), d = samples.size(1);
-  const at::Tensor &x = samples, &sc = scores, &m_old = mean, &s_old = std;  // contiguous (sampling.cpp)
+  const at::TensorBase &x = samples, &sc = scores, &m_old = mean, &s_old = std;  // contiguous (sampling.cpp)
   const int sms = jk::multiprocessor_count(samples.get_device());
   const int key_bits = scores.scalar_type() == at::kDouble ? 64 : 32;
   const int passes = (key_bits + kDigitBits - 1) / kDigitBits;
@@ -541,8 +540,8 @@ void cem_update_cuda(const at::Tensor& new_mean, const at::Tensor& new_std, cons
   const int64_t off_counts = off_done + passes + 1, zeroed = off_counts + 2 * chunks;
   const int64_t off_list = zeroed, off_part = off_list + n_elite;
   const int64_t part_words = (parts * d * acc_size + 7) / 8;
-  const at::Tensor scratch = at::empty({off_part + 2 * part_words}, samples.options().dtype(at::kLong));
-  auto* base = reinterpret_cast<unsigned long long*>(scratch.mutable_data_ptr<int64_t>());
+  const at::TensorBase scratch = jk::cuda_workspace((off_part + 2 * part_words) * 8, samples.device());
+  auto* base = reinterpret_cast<unsigned long long*>(scratch.mutable_data_ptr());
   auto stream = c10::cuda::getCurrentCUDAStream();
   zero_words_kernel<<<static_cast<unsigned>(std::min<int64_t>((zeroed + 255) / 256, sms)), 256, 0, stream>>>(base,
                                                                                                           zeroed);
