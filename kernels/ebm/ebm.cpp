@@ -193,6 +193,11 @@ void row_grad(const M& m, const A* x, A* g, int64_t D) {
 // row_grad's order.
 constexpr int64_t kRowLanes = 8;
 
+// Row objects with that lane-wise path (LocalRows). A named concept, not a requires-expression inline
+// in rows_cpu's lambda: GCC 13 fails to parse that one (GCC 12 takes it).
+template <typename Rows, typename A>
+concept HasLaneRows = requires(const Rows& rows, A* a, int64_t D) { rows.grads(a, a, D); };
+
 // A local model as a row object (grad, energy), the shape the CPU chains use.
 template <typename A, typename M>
 struct LocalRows {
@@ -335,7 +340,7 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
   T* op = out.mutable_data_ptr<T>();
   at::parallel_for(0, B, row_grain(D), [&](int64_t begin, int64_t end) {
     std::vector<A> row(D), g(D);
-    if constexpr (requires(A* a) { rows.grads(a, a, D); }) {  // whole blocks of kRowLanes rows at once
+    if constexpr (HasLaneRows<Rows, A>) {  // whole blocks of kRowLanes rows at once
       std::vector<A> x_t(D * kRowLanes), g_t(score ? D * kRowLanes : 0);
       A energy[kRowLanes];
       for (; begin + kRowLanes <= end; begin += kRowLanes) {
