@@ -25,6 +25,8 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cpu_loops.h"
@@ -193,10 +195,13 @@ void row_grad(const M& m, const A* x, A* g, int64_t D) {
 // row_grad's order.
 constexpr int64_t kRowLanes = 8;
 
-// Row objects with that lane-wise path (LocalRows). A named concept, not a requires-expression inline
-// in rows_cpu's lambda: GCC 13 fails to parse that one (GCC 12 takes it).
+// Whether a row object has that lane-wise path (LocalRows does). C++17: torch 2.11 builds extensions
+// with -std=c++17, so no concepts or requires-expressions here (tests/test_cxx17.py).
+template <typename Rows, typename A, typename = void>
+struct HasLaneRows : std::false_type {};
 template <typename Rows, typename A>
-concept HasLaneRows = requires(const Rows& rows, A* a, int64_t D) { rows.grads(a, a, D); };
+struct HasLaneRows<Rows, A, std::void_t<decltype(std::declval<const Rows&>().grads(
+                                std::declval<A*>(), std::declval<A*>(), int64_t{}))>> : std::true_type {};
 
 // A local model as a row object (grad, energy), the shape the CPU chains use.
 template <typename A, typename M>
@@ -244,6 +249,7 @@ struct LocalRows {
  private:
   static constexpr A kZeros[kRowLanes] = {};  // the neighbour of an edge element (its term ignores it)
 };
+static_assert(HasLaneRows<LocalRows<float, Harmonic<float>>, float>::value, "rows_cpu's lane-wise path");
 
 // One AVX register of float or double (a GCC/Clang vector extension; two SSE registers where AVX is off).
 template <typename A>
@@ -340,7 +346,7 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
   T* op = out.mutable_data_ptr<T>();
   at::parallel_for(0, B, row_grain(D), [&](int64_t begin, int64_t end) {
     std::vector<A> row(D), g(D);
-    if constexpr (HasLaneRows<Rows, A>) {  // whole blocks of kRowLanes rows at once
+    if constexpr (HasLaneRows<Rows, A>::value) {  // whole blocks of kRowLanes rows at once
       std::vector<A> x_t(D * kRowLanes), g_t(score ? D * kRowLanes : 0);
       A energy[kRowLanes];
       for (; begin + kRowLanes <= end; begin += kRowLanes) {

@@ -17,6 +17,8 @@ if [ "${SKIP_BUILD:-0}" = 0 ]; then
   JITKERNELS_CACHE=$PWD/build/jkold python3 -c "import loader; loader.prebuild(['diffusion', 'linalg', 'sampling'], root='ab/s26old/kernels')" > /dev/null 2>&1
   echo "old diffusion+linalg+sampling side by side: $(( $(date +%s) - t1 )) s"; compile_times build/jkold | tee -a $OUT/compile_times.log
 fi
+python3 -c "import loader; loader.prebuild()" >> $OUT/build.log 2>&1  # the families not built yet
+if grep -q failed $OUT/build.log; then cat $OUT/build.log; python3 loader.py build 2>&1 | tail -5; exit 1; fi  # no tests then
 t2=$(date +%s)
 timeout ${PYTEST_S:-420} python3 -m pytest -q -p no:cacheprovider -n 4 --timeout 300 -m "not large" ${PYTEST_ARGS:-} > $OUT/pytest.log 2>&1
 tail -3 $OUT/pytest.log; grep -E "^FAILED|^ERROR" $OUT/pytest.log | head -20
