@@ -91,7 +91,19 @@ _loaded_namespaces: set[str] = set()  # op namespaces whose library is in this p
 
 
 class BuildError(RuntimeError):
-    """A family failed to build; the message starts with the first compiler error."""
+    """A family failed to build; the message starts with the first compiler error. `in_sources`: the
+    compiler rejected the family's code (not a missing tool or a full disk), so the same sources and
+    flags fail the same way again."""
+
+    def __init__(self, message: str, in_sources: bool = False):
+        super().__init__(message)
+        self.in_sources = in_sources
+
+
+# Cache key -> the message of its build's compiler error, in this process: a load of sources that failed
+# and were not edited since raises that at once instead of compiling them again (a test suite or a
+# notebook would wait on the same error at every load). An edit changes the key; reload() retries anyway.
+_failed_keys: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------- configuration
@@ -337,9 +349,17 @@ def _load_library(spec: _Spec) -> None:
         return
     if _load_cached(spec):  # warm path: no lock, no subprocess, no build code imported
         return
+    if spec.key in _failed_keys:
+        raise BuildError(f"{_failed_keys[spec.key]}\n(not compiled again: nothing changed since; edit the "
+                         f"sources, or call loader.reload({spec.name!r}) to try again as they are)", in_sources=True)
     import loader_build  # the cold path: toolchain checks, the family lock, compilers, publishing
 
-    loader_build.build_and_load(spec)
+    try:
+        loader_build.build_and_load(spec)
+    except BuildError as exc:
+        if exc.in_sources:
+            _failed_keys[spec.key] = str(exc)
+        raise
 
 
 # ---------------------------------------------------------------- binding
@@ -537,9 +557,10 @@ def reload(name: str, root: str | os.PathLike | None = None) -> Family:
     with _process_lock:
         base = kernels_root(root)
         family = _families.get(f"{base}::{name}")
+        spec = _Spec(name, base, reread_sources=True)
+        _failed_keys.pop(spec.key, None)  # reload always tries a failed build again
         if family is None:
             return load(name, root)
-        spec = _Spec(name, base, reread_sources=True)
         if spec.key != family.key:
             _load_library(spec)
         family._bind(spec)

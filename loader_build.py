@@ -237,7 +237,7 @@ def _compile_error(spec: _Spec, log: str, build_dir: Path) -> BuildError:
                           f"family {spec.name!r}: free space under {cache_dir()} or set JITKERNELS_CACHE to a folder "
                           f"with room, then load it again; {where}")
     return BuildError(f"{_first_compiler_error(log)}\n"
-                      f"building family {spec.name!r} ({spec.halves()}) failed; {where}")
+                      f"building family {spec.name!r} ({spec.halves()}) failed; {where}", in_sources=True)
 
 
 def _clear_leftovers(spec: _Spec) -> None:

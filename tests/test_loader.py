@@ -429,12 +429,36 @@ def test_broken_family_raises_build_error_with_file_and_line(tmp_path):
             print("LOG", str(exc).split("full log: ")[1])
         else:
             raise SystemExit("no BuildError")
+        import loader_build
+        compile_for_real = loader_build.build_and_load
+        def compile_and_fail(spec):
+            print("COMPILED")
+            raise loader.BuildError("still broken", in_sources=True)
+        loader_build.build_and_load = compile_and_fail
+        for again in (lambda: loader.load("broken"), lambda: loader.broken):  # unchanged: the same error, at once
+            try:
+                again()
+            except loader.BuildError as exc:
+                print("AGAIN", str(exc).splitlines()[0], "|", str(exc).splitlines()[-1])
+        try:
+            loader.reload("broken")  # reload compiles it again as it is
+        except loader.BuildError as exc:
+            print("FAKE", exc)
+        loader_build.build_and_load = compile_for_real
+        try:
+            loader.reload("broken")
+        except loader.BuildError as exc:
+            print("RELOADED", str(exc).splitlines()[0])
         f = loader.load("scratch")  # one broken family does not stop the others
         print("value", f.add_constant(torch.zeros(1)).item())
     """, root, tmp_path / "cache")
     assert result.returncode == 0, result.stderr
     error = next(line for line in result.stdout.splitlines() if line.startswith("ERROR"))
     assert "broken.cpp:3:" in error and "undefined_name" in error
+    again = [line for line in result.stdout.splitlines() if line.startswith("AGAIN")]
+    assert len(again) == 2 and all(error[len("ERROR"):] in line and "not compiled again" in line for line in again)
+    assert result.stdout.count("COMPILED") == 1 and "FAKE still broken" in result.stdout, result.stdout
+    assert f"RELOADED{error[len('ERROR'):]}" in result.stdout
     log = next(line for line in result.stdout.splitlines() if line.startswith("LOG")).split(" ", 1)[1]
     assert Path(log).is_file()
     assert "value 1.0" in result.stdout
