@@ -29,6 +29,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include "cpu_loops.h"
 #include "ebm.h"
 #include "jk.h"
@@ -335,6 +339,65 @@ struct GaussRows {
   }
 };
 
+#if defined(__AVX__)
+// r[i] = column i of the 8 x 8 floats held in rows r[0..8) (an involution): 24 shuffles.
+inline void transpose8x8(__m256 (&r)[8]) {
+  __m256 t[8], s[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {
+    s[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm256_permute2f128_ps(s[k], s[k + 4], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(s[k], s[k + 4], 0x31);
+  }
+}
+#endif
+
+// kRowLanes rows of D elements (row stride D) to lanes and back: lanes[i * kRowLanes + l] = rows[l * D + i],
+// with scale applied (the scores' sign) on the way back. float32 rows go 8 x 8 floats at a time through
+// AVX registers; element by element, the transposition cost more than the energies themselves.
+template <typename T, typename A>
+void rows_to_lanes(const T* rows, int64_t D, A* lanes) {
+  int64_t c = 0;
+#if defined(__AVX__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kRowLanes == 8) {
+    for (; c + 8 <= D; c += 8) {
+      __m256 r[8];
+      for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(rows + l * D + c);
+      transpose8x8(r);
+      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(lanes + (c + i) * 8, r[i]);
+    }
+  }
+#endif
+  for (int64_t i = c; i < D; ++i)  // (i outer, here and below: measured fastest)
+    for (int64_t l = 0; l < kRowLanes; ++l) lanes[i * kRowLanes + l] = static_cast<A>(rows[l * D + i]);
+}
+
+template <typename T, typename A>
+void lanes_to_rows(const A* lanes, int64_t D, A scale, T* rows) {
+  int64_t c = 0;
+#if defined(__AVX__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kRowLanes == 8) {
+    const __m256 factor = _mm256_set1_ps(scale);
+    for (; c + 8 <= D; c += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(lanes + (c + i) * 8);
+      transpose8x8(r);
+      for (int l = 0; l < 8; ++l) _mm256_storeu_ps(rows + l * D + c, _mm256_mul_ps(r[l], factor));
+    }
+  }
+#endif
+  for (int64_t i = c; i < D; ++i)
+    for (int64_t l = 0; l < kRowLanes; ++l) rows[l * D + i] = jk::from_opmath<T>(scale * lanes[i * kRowLanes + l]);
+}
+
 inline int64_t row_grain(int64_t D) { return std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(D, 1)); }
 
 // Energy (out: (B,)) or score (out: (B, D)) of every row.
@@ -350,18 +413,14 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
       std::vector<A> x_t(D * kRowLanes), g_t(score ? D * kRowLanes : 0);
       A energy[kRowLanes];
       for (; begin + kRowLanes <= end; begin += kRowLanes) {
-        const T* x_rows = xp + begin * D;
-        for (int64_t i = 0; i < D; ++i)  // (i outer, here and for the store below: measured fastest)
-          for (int64_t l = 0; l < kRowLanes; ++l) x_t[i * kRowLanes + l] = static_cast<A>(x_rows[l * D + i]);
+        rows_to_lanes(xp + begin * D, D, x_t.data());
         if (!score) {
           rows.energies(x_t.data(), D, energy);
           for (int64_t l = 0; l < kRowLanes; ++l) op[begin + l] = jk::from_opmath<T>(energy[l]);
           continue;
         }
         rows.grads(x_t.data(), g_t.data(), D);
-        T* out_rows = op + begin * D;
-        for (int64_t i = 0; i < D; ++i)
-          for (int64_t l = 0; l < kRowLanes; ++l) out_rows[l * D + i] = jk::from_opmath<T>(-g_t[i * kRowLanes + l]);
+        lanes_to_rows(g_t.data(), D, A(-1), op + begin * D);
       }
     }
     for (int64_t r = begin; r < end; ++r) {  // (the rows left after whole blocks)
