@@ -239,8 +239,8 @@ __global__ void __launch_bounds__(kStepThreads)
 }
 
 template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
-void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
-                 const StepCoefFn& fn, bool clip, double range) {
+void launch_step(const at::TensorBase& out, const at::TensorBase& m, const at::TensorBase& x,
+                 const at::TensorBase* noise, const StepCoefFn& fn, bool clip, double range) {
   constexpr int kUnroll = kVector ? kStepUnroll : 1;
   const int64_t n = out.numel(), n_items = (n + kItem - 1) / kItem, inner = n / x.size(0);
   // A block per tile up to 256 blocks per SM (as the elementwise launcher); grid-stride beyond.
@@ -263,8 +263,8 @@ void launch_step(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x
 }
 
 template <typename scalar_t, int kItem, bool kVector>
-void launch_step_noise(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
-                       const StepCoefFn& fn, bool clip, double range, bool draw) {
+void launch_step_noise(const at::TensorBase& out, const at::TensorBase& m, const at::TensorBase& x,
+                       const at::TensorBase* noise, const StepCoefFn& fn, bool clip, double range, bool draw) {
   if (noise != nullptr) {
     launch_step<scalar_t, kItem, kVector, Noise::kGiven>(out, m, x, noise, fn, clip, range);
   } else if (draw) {
@@ -274,12 +274,12 @@ void launch_step_noise(const at::Tensor& out, const at::Tensor& m, const at::Ten
   }
 }
 
-void step_cuda(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, const at::Tensor* noise,
+void step_cuda(const at::TensorBase& out, const at::TensorBase& m, const at::TensorBase& x, const at::TensorBase* noise,
                const StepCoefFn& fn, bool clip, double range, bool draw) {
   c10::cuda::CUDAGuard guard(out.device());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "diffusion_step_cuda", [&] {
     constexpr int kItem = std::max<int>(16 / sizeof(scalar_t), 4);
-    auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0; };
+    auto aligned = [](const at::TensorBase& t) { return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0; };
     const bool vector = out.numel() / x.size(0) % kItem == 0 && aligned(out) && aligned(m) && aligned(x) &&
                         (noise == nullptr || aligned(*noise));
     if (vector) {
@@ -290,13 +290,13 @@ void step_cuda(const at::Tensor& out, const at::Tensor& m, const at::Tensor& x, 
   });
 }
 
-void ddpm_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
-                    const at::Tensor* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw) {
+void ddpm_step_cuda(const at::TensorBase& out, const at::TensorBase& model_output, const at::TensorBase& sample,
+                    const at::TensorBase* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw) {
   step_cuda(out, model_output, sample, noise, StepCoefFn{fn, DdimCoefFn{}, false}, clip, range, draw);
 }
 
-void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
-                    const at::Tensor* noise, const DdimCoefFn& fn, bool clip, double range, bool draw) {
+void ddim_step_cuda(const at::TensorBase& out, const at::TensorBase& model_output, const at::TensorBase& sample,
+                    const at::TensorBase* noise, const DdimCoefFn& fn, bool clip, double range, bool draw) {
   step_cuda(out, model_output, sample, noise, StepCoefFn{DdpmCoefFn{}, fn, true}, clip, range, draw);
 }
 

@@ -1,7 +1,7 @@
 // The math of the diffusion ops, shared by the CPU (diffusion.cpp) and CUDA (diffusion.cu,
 // diffusion_conv.cu) kernels, and the CUDA launchers that diffusion.cpp calls.
 #pragma once
-#include <ATen/core/Tensor.h>
+#include <ATen/core/TensorBase.h>
 #include <c10/macros/Macros.h>
 
 #include <cmath>
@@ -201,23 +201,23 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // diffusion.cu (steps) and diffusion_conv.cu (the rest). Arguments were checked by diffusion.cpp; tensors
 // are contiguous, `out` is allocated and non-empty. `noise` may be null; `draw`: draw z in the kernel
 // (only when noise is null).
-void ddpm_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
-                    const at::Tensor* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw);
-void ddim_step_cuda(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
-                    const at::Tensor* noise, const DdimCoefFn& fn, bool clip, double range, bool draw);
+void ddpm_step_cuda(const at::TensorBase& out, const at::TensorBase& model_output, const at::TensorBase& sample,
+                    const at::TensorBase* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw);
+void ddim_step_cuda(const at::TensorBase& out, const at::TensorBase& model_output, const at::TensorBase& sample,
+                    const at::TensorBase* noise, const DdimCoefFn& fn, bool clip, double range, bool draw);
 // y = conv1d(x, weight, bias) (stride 1) into y, (B, C_out, L_out) in the accumulation type, by a direct
 // kernel when batch x length is small; returns false, having done nothing, when cuDNN should convolve.
-bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
-                        int64_t pad);
+bool conv1d_direct_cuda(const at::TensorBase& y, const at::TensorBase& x, const at::TensorBase& weight,
+                        const at::TensorBase* bias, int64_t pad);
 // out = Mish(GroupNorm(conv1d(x, weight, bias))) in one launch (the direct kernel, its blocks of one group
 // a thread-block cluster); returns false, having done nothing, when this path does not apply.
-bool conv1d_gn_mish_direct_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
-                                const at::Tensor* bias, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
-                                int64_t groups, int64_t pad, double eps);
+bool conv1d_gn_mish_direct_cuda(const at::TensorBase& out, const at::TensorBase& x, const at::TensorBase& weight,
+                                const at::TensorBase* bias, const at::TensorBase& gn_weight,
+                                const at::TensorBase& gn_bias, int64_t groups, int64_t pad, double eps);
 // out = Mish(GroupNorm(y + bias)) for a convolution result y of out's shape, in out's dtype or its
 // accumulation type; bias (per channel, out's dtype) may be null.
-void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor* bias, const at::Tensor& gn_weight,
-                  const at::Tensor& gn_bias, int64_t groups, double eps);
+void gn_mish_cuda(const at::TensorBase& out, const at::TensorBase& y, const at::TensorBase* bias,
+                  const at::TensorBase& gn_weight, const at::TensorBase& gn_bias, int64_t groups, double eps);
 #endif
 
 }  // namespace diffusion

@@ -136,8 +136,8 @@ __global__ void gn_mish_streaming_kernel(const in_t* __restrict__ y, const scala
 }
 
 template <typename scalar_t, typename in_t>
-void launch_gn_mish(const at::Tensor& out, const in_t* y, const at::Tensor* bias, const at::Tensor& gn_weight,
-                    const at::Tensor& gn_bias, int64_t groups, double eps) {
+void launch_gn_mish(const at::TensorBase& out, const in_t* y, const at::TensorBase* bias,
+                    const at::TensorBase& gn_weight, const at::TensorBase& gn_bias, int64_t groups, double eps) {
   const int64_t batch_groups = out.size(0) * groups, cg = out.size(1) / groups, length = out.size(2), n = cg * length;
   const scalar_t* bias_data = bias ? bias->const_data_ptr<scalar_t>() : nullptr;
   const scalar_t* gamma = gn_weight.const_data_ptr<scalar_t>();
@@ -167,8 +167,8 @@ void launch_gn_mish(const at::Tensor& out, const in_t* y, const at::Tensor* bias
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-void gn_mish_cuda(const at::Tensor& out, const at::Tensor& y, const at::Tensor* bias, const at::Tensor& gn_weight,
-                  const at::Tensor& gn_bias, int64_t groups, double eps) {
+void gn_mish_cuda(const at::TensorBase& out, const at::TensorBase& y, const at::TensorBase* bias,
+                  const at::TensorBase& gn_weight, const at::TensorBase& gn_bias, int64_t groups, double eps) {
   c10::cuda::CUDAGuard guard(out.device());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "gn_mish_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
@@ -422,8 +422,8 @@ inline ConvBlocks conv_blocks(int64_t c_in, int64_t c_out, int64_t row_tiles, in
 // y = conv1d(x, w, bias) into y (gn == nullptr), or out = Mish(GroupNorm(conv1d(...))) in one launch
 // when the group's blocks fit one cluster; returns false when it could not run (gn only).
 template <typename scalar_t, int kTile>
-bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
-                          int64_t pad, const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
+bool launch_conv1d_direct(const at::TensorBase& y, const at::TensorBase& x, const at::TensorBase& w,
+                          const at::TensorBase* bias, int64_t pad, const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t batch = x.size(0), c_in = x.size(1), length = x.size(2);
   const int64_t c_out = w.size(0), kernel = w.size(2), l_out = y.size(2);
@@ -509,8 +509,8 @@ bool launch_conv1d_direct(const at::Tensor& y, const at::Tensor& x, const at::Te
 // than kConvMaxKernel). With `out`: GroupNorm + Mish fused into the same launch where possible; false:
 // the caller runs gn_mish_cuda.
 template <typename scalar_t>
-bool conv1d_direct_dispatch(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor* bias, int64_t pad, const FusedGroupNorm<scalar_t>* gn,
+bool conv1d_direct_dispatch(const at::TensorBase& y, const at::TensorBase& x, const at::TensorBase& weight,
+                            const at::TensorBase* bias, int64_t pad, const FusedGroupNorm<scalar_t>* gn,
                             int64_t groups) {
   const int64_t l_out = y.size(2), kernel = weight.size(2);
   const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
@@ -524,8 +524,8 @@ bool conv1d_direct_dispatch(const at::Tensor& y, const at::Tensor& x, const at::
   return launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, gn, groups);
 }
 
-bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor* bias,
-                        int64_t pad) {
+bool conv1d_direct_cuda(const at::TensorBase& y, const at::TensorBase& x, const at::TensorBase& weight,
+                        const at::TensorBase* bias, int64_t pad) {
   bool ran = false;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_direct_cuda", [&] {
     ran = conv1d_direct_dispatch<scalar_t>(y, x, weight, bias, pad, nullptr, 1);
@@ -533,9 +533,9 @@ bool conv1d_direct_cuda(const at::Tensor& y, const at::Tensor& x, const at::Tens
   return ran;
 }
 
-bool conv1d_gn_mish_direct_cuda(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight,
-                                const at::Tensor* bias, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
-                                int64_t groups, int64_t pad, double eps) {
+bool conv1d_gn_mish_direct_cuda(const at::TensorBase& out, const at::TensorBase& x, const at::TensorBase& weight,
+                                const at::TensorBase* bias, const at::TensorBase& gn_weight,
+                                const at::TensorBase& gn_bias, int64_t groups, int64_t pad, double eps) {
   bool ran = false;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_direct_cuda", [&] {
     const FusedGroupNorm<scalar_t> gn{gn_weight.const_data_ptr<scalar_t>(), gn_bias.const_data_ptr<scalar_t>(),

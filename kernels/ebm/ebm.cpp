@@ -42,17 +42,20 @@ namespace ebm {
 
 #ifdef JK_WITH_CUDA
 // ebm.cu: launchers for contiguous tensors that ebm.cpp has checked and allocated.
-void local_rows_cuda(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score);
-void gaussian_rows_cuda(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision,
-                        const at::Tensor& out, bool score);
-void langevin_update_cuda(const at::Tensor& x, const at::Tensor& g, const at::Tensor& out, const at::Tensor& traj,
-                          const LangevinUpdate<double>& u, const std::optional<at::Generator>& generator);
-void langevin_chain_cuda(const at::Tensor& x, const at::Tensor& out, const at::Tensor& traj, const ModelSpec& spec,
-                         const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
-                         const LangevinUpdate<double>& u, int64_t thin, const std::optional<at::Generator>& generator);
-void hmc_chain_cuda(const at::Tensor& x, const at::Tensor& out, const at::Tensor& accept_rate, const at::Tensor& traj,
-                    const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
-                    double step_size, int64_t n_leapfrog, int64_t thin, const std::optional<at::Generator>& generator);
+void local_rows_cuda(const at::TensorBase& x, const at::TensorBase& out, const ModelSpec& spec, bool score);
+void gaussian_rows_cuda(const at::TensorBase& x, const at::TensorBase& mean, const at::TensorBase& precision,
+                        const at::TensorBase& out, bool score);
+void langevin_update_cuda(const at::TensorBase& x, const at::TensorBase& g, const at::TensorBase& out,
+                          const at::TensorBase& traj, const LangevinUpdate<double>& u,
+                          const std::optional<at::Generator>& generator);
+void langevin_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& traj,
+                         const ModelSpec& spec, const at::TensorBase& mean, const at::TensorBase& precision,
+                         int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
+                         const std::optional<at::Generator>& generator);
+void hmc_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& accept_rate,
+                    const at::TensorBase& traj, const ModelSpec& spec, const at::TensorBase& mean,
+                    const at::TensorBase& precision, int64_t n_steps, double step_size, int64_t n_leapfrog,
+                    int64_t thin, const std::optional<at::Generator>& generator);
 #endif
 
 // ---------------------------------------------------------------- checks

@@ -29,7 +29,6 @@
 //   them at once.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/core/Tensor.h>  // the launchers take at::Tensor (elementwise.cuh brings only TensorBase)
 
 #include <algorithm>
 #include <cstdint>
@@ -178,7 +177,7 @@ __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x
 }
 
 template <typename T, int V, bool kScore, typename M>
-void launch_local_rows(const at::Tensor& x, const at::Tensor& out, const M& m) {
+void launch_local_rows(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
   const int64_t B = x.size(0), D = x.size(1);
   const int64_t units = (D + V - 1) / V;
   int G = 1;
@@ -335,7 +334,7 @@ __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x
 }
 
 template <typename T, int V, int G, bool kScore, typename M>
-void launch_local_tile(const at::Tensor& x, const at::Tensor& out, const M& m) {
+void launch_local_tile(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
   // Scores of the polynomial models keep two tiles of rows in flight per lane group (8 vectors per
   // lane at D = 16 float32): 3-4% faster on the H200, where Rastrigin's and Ackley's scores, with
   // their sines and exponentials, were 4-7% slower that way (session-6 A/B, results/session6/ebm_ab.log).
@@ -372,7 +371,7 @@ void with_flag(bool flag, F&& f) {
 // nvcc 13.0 builds a kernel launched from an `if constexpr` written directly in a generic lambda,
 // but the launch fails with "invalid device function" (session 11, results/session11/probe).
 template <typename T, bool kScore, typename M>
-void launch_local_model(const at::Tensor& x, const at::Tensor& out, const M& m) {
+void launch_local_model(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
   if constexpr (kScore && !M::kStats && !M::kNeighbours) {
     // Separable: each element's score alone, on the shared elementwise launcher. Against the row
     // tiles (session 11 A/B, results/session11/ab_flat.log): float32 the same within 0.5%,
@@ -388,7 +387,7 @@ void launch_local_model(const at::Tensor& x, const at::Tensor& out, const M& m) 
   }
 }
 
-void local_rows_cuda(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score) {
+void local_rows_cuda(const at::TensorBase& x, const at::TensorBase& out, const ModelSpec& spec, bool score) {
   c10::cuda::CUDAGuard guard(x.device());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_local_cuda", [&] {
     using T = scalar_t;
@@ -825,8 +824,8 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __rest
 // True when it launched (float32, D = 16, 16-byte aligned x, mean and score, a build with sm_80
 // code). Rows per warp and trip: 2 tiles of 16 for energies (their pipeline holds two sets, and 4
 // measured no faster: 37.8 against 37.2 us, clean L2, H200), 4 for scores.
-bool launch_gaussian16_mma(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& prec,
-                           const at::Tensor& out, bool score) {
+bool launch_gaussian16_mma(const at::TensorBase& x, const at::TensorBase& mean, const at::TensorBase& prec,
+                           const at::TensorBase& out, bool score) {
   constexpr int kEnergyTiles = 2, kScoreTiles = 4, kThreads = 256;
   // A build for archs before sm_80 alone compiles the mma out.
   if (jk::ptx_version(gaussian16_mma_kernel<true, kScoreTiles>, x.get_device()) < 80 ||
@@ -844,7 +843,8 @@ bool launch_gaussian16_mma(const at::Tensor& x, const at::Tensor& mean, const at
 }
 
 template <typename T, int V, int G, bool kScore>
-void launch_gaussian_tile(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& prec, const at::Tensor& out) {
+void launch_gaussian_tile(const at::TensorBase& x, const at::TensorBase& mean, const at::TensorBase& prec,
+                          const at::TensorBase& out) {
   constexpr int K = G >= 4 ? 1 : 4 / G, kThreads = 256;
   const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
   const auto kernel = gaussian_tile_kernel<T, V, G, K, kScore>;
@@ -854,11 +854,11 @@ void launch_gaussian_tile(const at::Tensor& x, const at::Tensor& mean, const at:
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-void gaussian_rows_cuda(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision,
-                        const at::Tensor& out, bool score) {
+void gaussian_rows_cuda(const at::TensorBase& x, const at::TensorBase& mean, const at::TensorBase& precision,
+                        const at::TensorBase& out, bool score) {
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t B = x.size(0), D = x.size(1);
-  const at::Tensor& prec = precision;
+  const at::TensorBase& prec = precision;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_gaussian_cuda", [&] {
     using T = scalar_t;
     constexpr int kV = 16 / sizeof(T);
@@ -924,8 +924,9 @@ __global__ void __launch_bounds__(256) langevin_update_kernel(const T* x, const 
   }
 }
 
-void langevin_update_cuda(const at::Tensor& x, const at::Tensor& g, const at::Tensor& out, const at::Tensor& traj,
-                          const LangevinUpdate<double>& u, const std::optional<at::Generator>& generator) {
+void langevin_update_cuda(const at::TensorBase& x, const at::TensorBase& g, const at::TensorBase& out,
+                          const at::TensorBase& traj, const LangevinUpdate<double>& u,
+                          const std::optional<at::Generator>& generator) {
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t n = x.numel();
   const at::PhiloxCudaState state = jk::cuda_philox_state(n, generator);

@@ -76,9 +76,10 @@ __global__ void __launch_bounds__(kTileRows<kD>) hmc_chain_kernel(const T* __res
   }
 }
 
-void hmc_chain_cuda(const at::Tensor& x, const at::Tensor& out, const at::Tensor& accept_rate, const at::Tensor& traj,
-                    const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
-                    double step_size, int64_t n_leapfrog, int64_t thin, const std::optional<at::Generator>& generator) {
+void hmc_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& accept_rate,
+                    const at::TensorBase& traj, const ModelSpec& spec, const at::TensorBase& mean,
+                    const at::TensorBase& precision, int64_t n_steps, double step_size, int64_t n_leapfrog,
+                    int64_t thin, const std::optional<at::Generator>& generator) {
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t B = x.size(0), D = x.size(1);
   const at::PhiloxCudaState philox = jk::cuda_philox_state(uint64_t(n_steps) * ((D + 3) / 4 + 1) * 4, generator);

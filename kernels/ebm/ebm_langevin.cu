@@ -49,9 +49,10 @@ __global__ void __launch_bounds__(kTileRows<kD>) langevin_chain_kernel(const T* 
   }
 }
 
-void langevin_chain_cuda(const at::Tensor& x, const at::Tensor& out, const at::Tensor& traj, const ModelSpec& spec,
-                         const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
-                         const LangevinUpdate<double>& u, int64_t thin, const std::optional<at::Generator>& generator) {
+void langevin_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& traj,
+                         const ModelSpec& spec, const at::TensorBase& mean, const at::TensorBase& precision,
+                         int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
+                         const std::optional<at::Generator>& generator) {
   c10::cuda::CUDAGuard guard(x.device());
   const int64_t B = x.size(0), D = x.size(1);
   const at::PhiloxCudaState philox = jk::cuda_philox_state(uint64_t(n_steps) * ((D + 3) / 4) * 4, generator);

@@ -4,7 +4,7 @@
 // The chains live in files of their own so that nvcc, one process per file, compiles them at once
 // (their 72 instantiations were most of ebm.cu's compile time).
 #pragma once
-#include <ATen/core/Tensor.h>
+#include <ATen/core/TensorBase.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -248,7 +248,7 @@ void with_chain_model(const ModelSpec& spec, F&& f) {
 }
 
 template <typename T>
-const T* data_or_null(const at::Tensor& t) {
+const T* data_or_null(const at::TensorBase& t) {
   return t.defined() ? t.const_data_ptr<T>() : nullptr;
 }
 

@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) kron_rows_kernel(T* __restrict__ out
 
 // kVecB: a vector of VEC output columns lies in one B row (q % VEC == 0 and B aligned, or VEC = 1).
 template <typename T, int VEC, bool kVecB>
-void launch_kron(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
+void launch_kron(const at::TensorBase& out, const at::TensorBase& A, const at::TensorBase& B) {
   KronArgs s{};
   s.m = A.size(1), s.n = A.size(2), s.p = B.size(1), s.q = B.size(2);
   s.cols = s.n * s.q, s.numel = out.numel(), s.pq = s.p * s.q;
@@ -360,8 +360,8 @@ __global__ void __launch_bounds__(kThreads) write_diagonal_answer_kernel(const T
 
 }  // namespace
 
-void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
-                   const at::Tensor& d_vec, double d_scale) {
+void eye_axpy_cuda(const at::TensorBase& out, const at::TensorBase& in, const at::TensorBase& a_vec, double a_scale,
+                   const at::TensorBase& d_vec, double d_scale) {
   const c10::cuda::CUDAGuard guard(out.device());
   const int64_t nb = out.size(0), n = out.size(1);
   const int64_t blocks_x = std::min<int64_t>((n * n + kThreads - 1) / kThreads, 4096);
@@ -376,8 +376,8 @@ void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor
   });
 }
 
-void finish_diagonal_cuda(const at::Tensor& A, double a_scale, const at::Tensor& X, const at::Tensor& residual,
-                          int64_t p, double eps) {
+void finish_diagonal_cuda(const at::TensorBase& A, double a_scale, const at::TensorBase& X,
+                          const at::TensorBase& residual, int64_t p, double eps) {
   const c10::cuda::CUDAGuard guard(A.device());
   const int64_t n = A.size(1), rows = A.size(0) * n;
   const at::TensorBase not_diagonal = jk::cuda_workspace(A.size(0) * static_cast<int64_t>(sizeof(int)), A.device());
@@ -398,8 +398,8 @@ void finish_diagonal_cuda(const at::Tensor& A, double a_scale, const at::Tensor&
   });
 }
 
-void split_bf16x3_cuda(const at::Tensor& x, double scale, double shift, const at::Tensor& left,
-                       const at::Tensor& right) {
+void split_bf16x3_cuda(const at::TensorBase& x, double scale, double shift, const at::TensorBase& left,
+                       const at::TensorBase& right) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t n = x.size(1), rows = x.size(0) * n;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -428,7 +428,7 @@ void split_bf16x3_cuda(const at::Tensor& x, double scale, double shift, const at
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-void kron_cuda(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
+void kron_cuda(const at::TensorBase& out, const at::TensorBase& A, const at::TensorBase& B) {
   const c10::cuda::CUDAGuard guard(out.device());
   const int64_t cols = A.size(2) * B.size(2), q = B.size(2);
   const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };

@@ -1,7 +1,7 @@
 // Family `linalg`: what the CPU (linalg.cpp) and CUDA (linalg.cu) halves share.
 #pragma once
 #include <ATen/OpMathType.h>
-#include <ATen/core/Tensor.h>
+#include <ATen/core/TensorBase.h>
 #include <c10/macros/Macros.h>
 
 namespace linalg {
@@ -24,22 +24,22 @@ constexpr int kSplitTerms = 6;
 
 // out[b] = a[b] * in[b] + d[b] * I for a batch of square matrices (nb, n, n), where
 // a[b] = a_scale * (a_vec defined ? a_vec[b] : 1), likewise d; in undefined means zeros.
-void eye_axpy_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_vec, double a_scale,
-                   const at::Tensor& d_vec, double d_scale);
+void eye_axpy_cuda(const at::TensorBase& out, const at::TensorBase& in, const at::TensorBase& a_vec, double a_scale,
+                   const at::TensorBase& d_vec, double d_scale);
 
 // The bfloat16 pieces of v = scale * x + shift * I for x (nb, n, n) float32, as the left operand
 // left (nb, n, kSplitTerms * n) and/or the right operand right (nb, kSplitTerms * n, n) of
 // at::bmm(left, right, at::kFloat) ~= v_left @ v_right. An undefined output is not written.
-void split_bf16x3_cuda(const at::Tensor& x, double scale, double shift, const at::Tensor& left,
-                       const at::Tensor& right);
+void split_bf16x3_cuda(const at::TensorBase& x, double scale, double shift, const at::TensorBase& left,
+                       const at::TensorBase& right);
 
 // For each matrix b of A (nb, n, n) with no off-diagonal entry other than 0 and a finite diagonal:
 // X[b] = diag((max(a_scale * A_ii, 0) + eps)^(-1/p)) and residual[b] = 0; other matrices are left alone.
-void finish_diagonal_cuda(const at::Tensor& A, double a_scale, const at::Tensor& X, const at::Tensor& residual,
-                          int64_t p, double eps);
+void finish_diagonal_cuda(const at::TensorBase& A, double a_scale, const at::TensorBase& X,
+                          const at::TensorBase& residual, int64_t p, double eps);
 
 // out (nb, m*p, n*q) = per-batch kron(A (nb, m, n), B (nb, p, q)).
-void kron_cuda(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B);
+void kron_cuda(const at::TensorBase& out, const at::TensorBase& A, const at::TensorBase& B);
 #endif
 
 }  // namespace linalg
