@@ -570,7 +570,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
   using A = at::opmath_type<T>;
   using Vec = jk::Vec<T, V>;
   static_assert(sizeof(Vec) == sizeof(uint4), "16-byte chunks");
-  constexpr int D = G * V, U = G * K, kRpw = 32 / G, kRows = 32 * K;
+  constexpr int D = G * V, kRpw = 32 / G, kRows = 32 * K;
   using P = Packed<D, Lds<A>::N>;
   __shared__ __align__(16) A q[P::kSize];
   __shared__ A mu[D];
