@@ -261,13 +261,15 @@ class _Spec:
         return folders, files
 
     def sources(self) -> list[Path]:
-        """What the build compiles: <name>.cpp, and with CUDA <name>.cu and any other .cu file of the
-        family folder (a family may split its kernels over several files, which ninja compiles at
-        once: ebm's chains, session 20). Only a build asks: the cache key hashes the whole folder."""
-        if not self.cuda:
-            return [self.dir / f"{self.name}.cpp"]
-        main_cu = self.dir / f"{self.name}.cu"
-        return [self.dir / f"{self.name}.cpp", main_cu] + sorted(p for p in self.dir.glob("*.cu") if p != main_cu)
+        """What the build compiles: <name>.cpp and any other .cpp file of the family folder, and with
+        CUDA <name>.cu and any other .cu file (a family may split its code over several files, which
+        ninja compiles at once: ebm's chains, sessions 20 and 27). Only a build asks: the cache key
+        hashes the whole folder."""
+        def family_files(suffix: str) -> list[Path]:
+            main = self.dir / f"{self.name}{suffix}"
+            return [main] + sorted(p for p in self.dir.glob(f"*{suffix}") if p != main)
+
+        return family_files(".cpp") + (family_files(".cu") if self.cuda else [])
 
     def halves(self) -> str:
         return f"C++ + CUDA sm_{self.arch_list.replace('.', '')}" if self.cuda else "C++"

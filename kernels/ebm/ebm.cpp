@@ -1,32 +1,23 @@
-// Family `ebm`: op schemas, the op functions and their CPU loops.
+// Family `ebm`: op schemas and registration, the energy, score and Langevin-step ops and their CPU loops
+// (the chains are in ebm_chains.cpp; what the two files share, in ebm_cpu.h).
 // Each op is one function registered for CPU, CUDA and Meta: it checks its arguments,
 // allocates the outputs and stops there on the Meta device (fake tensors), then runs the
 // CPU loop or the CUDA launcher (ebm.cu). The parts made of ATen ops (wide Gaussian rows
-// through a matrix product, the stepwise chains for wide rows) live here too and serve
-// every device, so ebm.cu holds only custom kernels (and its cold nvcc time stays low).
-// Energies and scores loop over rows (at::parallel_for); the CPU chains run each row's
-// whole chain in one task, so a row's state stays in cache for all the steps.
+// through a matrix product) live here too and serve every device, so ebm.cu holds only
+// custom kernels (and its cold nvcc time stays low). Energies and scores loop over rows
+// (at::parallel_for).
 #include <ATen/Dispatch.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/matmul.h>
-#include <ATen/ops/rand.h>
-#include <ATen/ops/randn.h>
-#include <ATen/ops/where.h>
-#include <ATen/ops/zeros.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #if defined(__AVX__)
@@ -34,7 +25,7 @@
 #endif
 
 #include "cpu_loops.h"
-#include "ebm.h"
+#include "ebm_cpu.h"
 #include "jk.h"
 #include "philox.h"
 
@@ -48,14 +39,6 @@ void gaussian_rows_cuda(const at::TensorBase& x, const at::TensorBase& mean, con
 void langevin_update_cuda(const at::TensorBase& x, const at::TensorBase& g, const at::TensorBase& out,
                           const at::TensorBase& traj, const LangevinUpdate<double>& u,
                           const std::optional<at::Generator>& generator);
-void langevin_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& traj,
-                         const ModelSpec& spec, const at::TensorBase& mean, const at::TensorBase& precision,
-                         int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
-                         const std::optional<at::Generator>& generator);
-void hmc_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& accept_rate,
-                    const at::TensorBase& traj, const ModelSpec& spec, const at::TensorBase& mean,
-                    const at::TensorBase& precision, int64_t n_steps, double step_size, int64_t n_leapfrog,
-                    int64_t thin, const std::optional<at::Generator>& generator);
 #endif
 
 // ---------------------------------------------------------------- checks
@@ -97,57 +80,6 @@ void check_step_args(const at::Tensor& x, const at::Tensor& grad, double step_si
                       ") must be <= clamp_max (", jk::num(*clamp_max), ")");
 }
 
-// The model of a chain, by name, with its scalar parameters checked and padded.
-ModelSpec parse_model(const at::Tensor& x, const std::string& model, const std::optional<at::Tensor>& mean,
-                      const std::optional<at::Tensor>& precision, at::ArrayRef<double> params) {
-  struct Entry {
-    const char* name;
-    Model kind;
-    size_t n_params;
-    const char* param_names;
-  };
-  static const Entry entries[] = {
-      {"gaussian", Model::Gaussian, 0, "none (pass mean and precision)"},
-      {"double_well", Model::DoubleWell, 2, "[barrier_height, b]"},
-      {"harmonic", Model::Harmonic, 1, "[k]"},
-      {"rosenbrock", Model::Rosenbrock, 2, "[a, b]"},
-      {"rastrigin", Model::Rastrigin, 1, "[a]"},
-      {"ackley", Model::Ackley, 3, "[a, b, c]"},
-  };
-  const Entry* found = nullptr;
-  for (const Entry& e : entries)
-    if (model == e.name) found = &e;
-  TORCH_CHECK_VALUE(found != nullptr, "model must be one of gaussian, double_well, harmonic, rosenbrock, ",
-                    "rastrigin, ackley; got '", model, "'");
-  TORCH_CHECK_VALUE(params.size() == found->n_params, "params for model '", model, "' must be ",
-                    found->param_names, " (", std::to_string(found->n_params), " values), got ",
-                    std::to_string(params.size()), " values");
-  ModelSpec spec{found->kind, {0.0, 0.0, 0.0}};
-  for (size_t i = 0; i < params.size(); ++i) {
-    jk::check_finite(params[i], "params");
-    spec.p[i] = params[i];
-  }
-  if (spec.kind == Model::Gaussian) {
-    TORCH_CHECK_VALUE(mean.has_value() && precision.has_value(),
-                      "model 'gaussian' needs mean (D,) and precision (D, D)");
-    check_gaussian_args(x, *mean, *precision);
-  } else {
-    TORCH_CHECK_VALUE(!mean.has_value() && !precision.has_value(), "mean and precision are only for model ",
-                      "'gaussian', not '", model, "'");
-    check_rows(x, spec.kind == Model::Rosenbrock ? 2 : 1);
-  }
-  return spec;
-}
-
-void check_chain_args(const at::Tensor& x, int64_t n_steps, double step_size, int64_t thin) {
-  jk::check_float32_or_64(x, "x");
-  TORCH_CHECK_VALUE(n_steps >= 0, "n_steps must be >= 0, got ", std::to_string(n_steps));
-  jk::check_positive(step_size, "step_size");
-  TORCH_CHECK_VALUE(thin >= 0, "thin must be >= 0 (0: no trajectory), got ", std::to_string(thin));
-}
-
-int64_t n_saved(int64_t n_steps, int64_t thin) { return thin > 0 ? n_steps / thin : 0; }
-
 LangevinUpdate<double> make_update(double a, double tau, std::optional<double> clamp_min,
                                    std::optional<double> clamp_max) {
   const double inf = std::numeric_limits<double>::infinity();
@@ -155,8 +87,6 @@ LangevinUpdate<double> make_update(double a, double tau, std::optional<double> c
 }
 
 // ---------------------------------------------------------------- the Gaussian for large D (any device)
-
-inline at::Tensor symmetrized(const at::Tensor& precision) { return precision.add(precision.t()).mul_(0.5); }
 
 // Large D (and the CPU in float32/float64) goes through a matrix product: S = (x − μ)·Psym,
 // score = −S, energy = ½ Σ (x − μ)·S.
@@ -168,215 +98,7 @@ at::Tensor gaussian_matmul(const at::Tensor& x, const at::Tensor& mean, const at
   return half ? diff.mul(s).sum(1, false, at::kFloat).mul_(0.5).to(x.scalar_type()) : diff.mul_(s).sum(1).mul_(0.5);
 }
 
-// ---------------------------------------------------------------- CPU row math
-
-template <typename A, typename M>
-A row_energy(const M& m, const A* x, int64_t D) {
-  A s0 = 0, s1 = 0, sum = 0;
-  for (int64_t i = 0; i < D; ++i) {
-    m.stats(x[i], s0, s1);
-    sum += m.term(x[i], i + 1 < D ? x[i + 1] : A(0), i + 1 < D);
-  }
-  return m.finish(sum, s0, s1, D);
-}
-
-template <typename A, typename M>
-void row_grad(const M& m, const A* x, A* g, int64_t D) {
-  A s0 = 0, s1 = 0;
-  if (M::kStats)
-    for (int64_t i = 0; i < D; ++i) m.stats(x[i], s0, s1);
-  const RowConst<A> rc = m.prepare(s0, s1, D);
-  if constexpr (!M::kNeighbours) {  // no neighbour loads or edge selects: a loop that vectorizes
-    for (int64_t i = 0; i < D; ++i) g[i] = m.grad(A(0), x[i], A(0), false, false, rc);
-    return;
-  }
-  // The edges apart, so the interior loop has no conditional loads and vectorizes.
-  g[0] = m.grad(A(0), x[0], D > 1 ? x[1] : A(0), false, D > 1, rc);
-  for (int64_t i = 1; i + 1 < D; ++i) g[i] = m.grad(x[i - 1], x[i], x[i + 1], true, true, rc);
-  if (D > 1) g[D - 1] = m.grad(x[D - 2], x[D - 1], A(0), true, false, rc);
-}
-
-// Rows that rows_cpu hands kRowLanes at a time to LocalRows::energies / grads, transposed: element i of
-// row l at i * kRowLanes + l. The lanes are independent, so the loops vectorize (one row's running sum,
-// and a row's neighbour and edge selects, did not), and each row is computed in row_energy's and
-// row_grad's order.
-constexpr int64_t kRowLanes = 8;
-
-// Whether a row object has that lane-wise path (LocalRows does). C++17: torch 2.11 builds extensions
-// with -std=c++17, so no concepts or requires-expressions here (tests/test_cxx17.py).
-template <typename Rows, typename A, typename = void>
-struct HasLaneRows : std::false_type {};
-template <typename Rows, typename A>
-struct HasLaneRows<Rows, A, std::void_t<decltype(std::declval<const Rows&>().grads(
-                                std::declval<A*>(), std::declval<A*>(), int64_t{}))>> : std::true_type {};
-
-// A local model as a row object (grad, energy), the shape the CPU chains use.
-template <typename A, typename M>
-struct LocalRows {
-  M m;
-  void grad(const A* x, A* g, int64_t D) const { row_grad(m, x, g, D); }
-  A energy(const A* x, int64_t D) const { return row_energy(m, x, D); }
-
-  // row_energy of kRowLanes rows (x_t transposed, see kRowLanes) into out[l].
-  void energies(const A* x_t, int64_t D, A* out) const {
-    A s0[kRowLanes] = {}, s1[kRowLanes] = {}, sum[kRowLanes] = {};
-    if constexpr (M::kNeighbours) {  // the last element has no neighbour: its own call, with a constant flag
-      for (int64_t i = 0; i + 1 < D; ++i) add_terms<true>(x_t + i * kRowLanes, s0, s1, sum);
-      if (D > 0) add_terms<false>(x_t + (D - 1) * kRowLanes, s0, s1, sum);
-    } else {  // not add_terms<false>: that measured 0-15% slower for these models (session 26, placement)
-      for (int64_t i = 0; i < D; ++i) {
-        const A* x_i = x_t + i * kRowLanes;
-        for (int64_t l = 0; l < kRowLanes; ++l) {
-          m.stats(x_i[l], s0[l], s1[l]);
-          sum[l] += m.term(x_i[l], A(0), false);
-        }
-      }
-    }
-    for (int64_t l = 0; l < kRowLanes; ++l) out[l] = m.finish(sum[l], s0[l], s1[l], D);
-  }
-
-  // Element i of kRowLanes rows (x_i; its neighbours at x_i + kRowLanes when kHasNext) into the running
-  // statistics and sums. kHasNext a constant, not a per-element flag and a pointer to zeros: GCC left
-  // that form of Rosenbrock's loop scalar (B=32768 D=16 float32, 2 cores: 152 -> 48 us).
-  template <bool kHasNext>
-  void add_terms(const A* x_i, A* s0, A* s1, A* sum) const {
-    for (int64_t l = 0; l < kRowLanes; ++l) {
-      m.stats(x_i[l], s0[l], s1[l]);
-      sum[l] += m.term(x_i[l], kHasNext ? x_i[kRowLanes + l] : A(0), kHasNext);
-    }
-  }
-
-  // row_grad of kRowLanes rows (x_t and g_t transposed, see kRowLanes).
-  void grads(const A* x_t, A* g_t, int64_t D) const {
-    A s0[kRowLanes] = {}, s1[kRowLanes] = {}, c0[kRowLanes], c1[kRowLanes];
-    if (M::kStats)
-      for (int64_t i = 0; i < D; ++i)
-        for (int64_t l = 0; l < kRowLanes; ++l) m.stats(x_t[i * kRowLanes + l], s0[l], s1[l]);
-    for (int64_t l = 0; l < kRowLanes; ++l) {
-      const RowConst<A> rc = m.prepare(s0[l], s1[l], D);
-      c0[l] = rc.c0;
-      c1[l] = rc.c1;
-    }
-    for (int64_t i = 0; i < D; ++i) {
-      const A* x_i = x_t + i * kRowLanes;
-      A* g_i = g_t + i * kRowLanes;
-      // The neighbours an element has, as constants (see add_terms). Per element, not with the edges
-      // peeled as in row_grad: that form measured Rosenbrock's score 86 -> 159 us (session 26).
-      if constexpr (M::kNeighbours) {
-        if (i > 0 && i + 1 < D) {
-          grad_terms<true, true>(x_i, c0, c1, g_i);
-        } else if (i + 1 < D) {
-          grad_terms<false, true>(x_i, c0, c1, g_i);
-        } else if (i > 0) {
-          grad_terms<true, false>(x_i, c0, c1, g_i);
-        } else {
-          grad_terms<false, false>(x_i, c0, c1, g_i);
-        }
-      } else {
-        grad_terms<false, false>(x_i, c0, c1, g_i);
-      }
-    }
-  }
-
- private:
-  // The gradient of element i of kRowLanes rows (x_i; its neighbours kRowLanes before and after, where
-  // the flags say so) with the rows' constants c0, c1. Computed into a local array, then stored: GCC
-  // unrolls the lane loop and, unsure whether g_i overlaps x_i, kept it scalar (Rosenbrock's score).
-  template <bool kHasPrev, bool kHasNext>
-  void grad_terms(const A* x_i, const A* c0, const A* c1, A* g_i) const {
-    A g[kRowLanes];
-    for (int64_t l = 0; l < kRowLanes; ++l) {
-      const A prev = kHasPrev ? x_i[l - kRowLanes] : A(0), next = kHasNext ? x_i[kRowLanes + l] : A(0);
-      g[l] = m.grad(prev, x_i[l], next, kHasPrev, kHasNext, RowConst<A>{c0[l], c1[l]});
-    }
-    for (int64_t l = 0; l < kRowLanes; ++l) g_i[l] = g[l];
-  }
-};
-static_assert(HasLaneRows<LocalRows<float, Harmonic<float>>, float>::value, "rows_cpu's lane-wise path");
-
-// One AVX register of float or double (a GCC/Clang vector extension; two SSE registers where AVX is off).
-template <typename A>
-struct Simd;
-template <>
-struct Simd<float> { typedef float Vec __attribute__((vector_size(32))); };
-template <>
-struct Simd<double> { typedef double Vec __attribute__((vector_size(32))); };
-
-// The Gaussian with its symmetrized precision and mean in A, for rows of D <= kCpuGaussianMaxD (wider
-// ones take a matrix product). Psym·(x − μ) is a sum of Psym's rows (it is symmetric) scaled by x − μ,
-// built a band of columns at a time in vector registers, with Psym's rows padded with zeros to whole
-// bands. A band is up to 8 registers wide, so that many chains of multiply-adds overlap (with one, D = 64
-// waited on each add's latency). The plain loops kept the sums in memory (bfloat16 scores, D = 16, 2
-// cores: 1.2 ms against eager's 0.5) and the energy's dot products did not vectorize (D = 64: 32 ms).
-template <typename A>
-struct GaussRows {
-  using Vec = typename Simd<A>::Vec;
-  static constexpr int64_t kLanes = sizeof(Vec) / sizeof(A);
-  static_assert(kCpuGaussianMaxD % (8 * kLanes) == 0, "whole bands of D <= kCpuGaussianMaxD fit its buffers");
-  int64_t band;          // registers per band: 1, 2, 4 or 8
-  int64_t width;         // D rounded up to whole bands
-  std::vector<A> p, mu;  // p: D × width, ½(P + Pᵀ) and zeros
-
-  static int64_t band_for(int64_t registers) {  // the power of 2 up to 8 that covers them
-    return registers > 4 ? 8 : registers > 2 ? 4 : registers;
-  }
-  template <typename T>  // the last argument only names T
-  GaussRows(const at::Tensor& mean, const at::Tensor& precision, int64_t D, const T*)
-      : band(band_for((D + kLanes - 1) / kLanes)),
-        width((D + band * kLanes - 1) / (band * kLanes) * (band * kLanes)), p(D * width, A(0)), mu(D) {
-    TORCH_CHECK(D <= kCpuGaussianMaxD, "GaussRows: rows of D = ", D, " go through a matrix product");
-    const at::Tensor m = mean.contiguous(), q = precision.contiguous();
-    const T* mp = m.const_data_ptr<T>();
-    const T* qp = q.const_data_ptr<T>();
-    for (int64_t i = 0; i < D; ++i) {
-      mu[i] = static_cast<A>(mp[i]);
-      for (int64_t j = 0; j < D; ++j)
-        p[i * width + j] = A(0.5) * (static_cast<A>(qp[i * D + j]) + static_cast<A>(qp[j * D + i]));
-    }
-  }
-  template <int kBand>
-  void bands(const A* d, A* s, int64_t D, int64_t stored) const {
-    for (int64_t column = 0; column < width; column += kBand * kLanes) {
-      Vec sum[kBand] = {};
-      for (int64_t j = 0; j < D; ++j) {
-        const A* row = p.data() + j * width + column;
-        for (int k = 0; k < kBand; ++k) {
-          Vec v;
-          std::memcpy(&v, row + k * kLanes, sizeof(Vec));  // an unaligned load
-          sum[k] += d[j] * v;
-        }
-      }
-      if (column + kBand * kLanes <= stored) {
-        std::memcpy(s + column, sum, sizeof(sum));
-      } else {  // the last band of a grad: g holds D values
-        A last[kBand * kLanes];
-        std::memcpy(last, sum, sizeof(sum));
-        for (int64_t i = 0; i < stored - column; ++i) s[column + i] = last[i];
-      }
-    }
-  }
-  // d = x − μ (D values) and s = Psym·d (its first `stored` values: D, or width).
-  void product(const A* x, A* d, A* s, int64_t D, int64_t stored) const {
-    for (int64_t j = 0; j < D; ++j) d[j] = x[j] - mu[j];
-    switch (band) {
-      case 1: return bands<1>(d, s, D, stored);
-      case 2: return bands<2>(d, s, D, stored);
-      case 4: return bands<4>(d, s, D, stored);
-      default: return bands<8>(d, s, D, stored);
-    }
-  }
-  void grad(const A* x, A* g, int64_t D) const {
-    A d[kCpuGaussianMaxD];
-    product(x, d, g, D, D);
-  }
-  A energy(const A* x, int64_t D) const {
-    A d[kCpuGaussianMaxD], s[kCpuGaussianMaxD];  // width <= kCpuGaussianMaxD: whole bands stored
-    product(x, d, s, D, width);
-    A e = 0;
-    for (int64_t i = 0; i < D; ++i) e += d[i] * s[i];
-    return A(0.5) * e;
-  }
-};
+// ---------------------------------------------------------------- CPU rows: energies and scores
 
 #if defined(__AVX__)
 // r[i] = column i of the 8 x 8 floats held in rows r[0..8) (an involution): 24 shuffles.
@@ -653,231 +375,6 @@ void langevin_step_(at::Tensor& x, const at::Tensor& grad, double step_size, dou
     langevin_update(x.contiguous(), gc, out, at::Tensor(), u, generator);
     x.copy_(out);
   }
-}
-
-// ---------------------------------------------------------------- chains, one row per task
-
-struct ChainOut {
-  at::Tensor x, accept, traj;
-};
-
-// Langevin: x ← x − η∇E(x) + τε for n_steps, state of a row in a scratch vector.
-template <typename T, typename Rows>
-void langevin_rows_cpu(const Rows& rows, const T* x0, T* xo, T* traj, int64_t B, int64_t D, int64_t n_steps,
-                       const LangevinUpdate<T>& upd, int64_t thin, jk::PhiloxSeed seed) {
-  const int64_t nq = (D + 3) / 4;  // Philox draws per row and step
-  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> x(D), g(D);
-    std::vector<float> z(4 * nq);
-    for (int64_t r = begin; r < end; ++r) {
-      std::copy(x0 + r * D, x0 + (r + 1) * D, x.begin());
-      for (int64_t step = 0; step < n_steps; ++step) {
-        rows.grad(x.data(), g.data(), D);
-        jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + step * nq, nq, z.data(), r);
-        for (int64_t i = 0; i < D; ++i) x[i] = upd(x[i], g[i], T(z[i]));
-        if (thin > 0 && (step + 1) % thin == 0)
-          std::copy(x.begin(), x.end(), traj + (((step + 1) / thin - 1) * B + r) * D);
-      }
-      std::copy(x.begin(), x.end(), xo + r * D);
-    }
-  });
-}
-
-// HMC: momentum p ~ N(0, I), n_leapfrog leapfrog steps of size ε, Metropolis accept on
-// H = E(x) + ½|p|². Per step: nq Philox draws for p, one for the accept uniform.
-template <typename T, typename Rows>
-void hmc_rows_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int64_t B, int64_t D, int64_t n_steps,
-                  T eps, int64_t n_leapfrog, int64_t thin, jk::PhiloxSeed seed) {
-  const int64_t nq = (D + 3) / 4;
-  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> x(D), x0(D), p(D), g(D);
-    std::vector<float> z(4 * nq);
-    for (int64_t r = begin; r < end; ++r) {
-      std::copy(x_in + r * D, x_in + (r + 1) * D, x.begin());
-      int64_t accepted = 0;
-      for (int64_t step = 0; step < n_steps; ++step) {
-        const uint64_t base = seed.offset / 4 + step * (nq + 1);
-        jk::normal4_batch_cpu(seed.seed, base, nq, z.data(), r);
-        for (int64_t i = 0; i < D; ++i) p[i] = T(z[i]);
-        x0 = x;
-        T h0 = rows.energy(x.data(), D);
-        for (int64_t i = 0; i < D; ++i) h0 += T(0.5) * p[i] * p[i];
-        rows.grad(x.data(), g.data(), D);
-        for (int64_t i = 0; i < D; ++i) p[i] -= T(0.5) * eps * g[i];
-        for (int64_t l = 0; l < n_leapfrog; ++l) {
-          for (int64_t i = 0; i < D; ++i) x[i] += eps * p[i];
-          rows.grad(x.data(), g.data(), D);
-          const T kick = l + 1 == n_leapfrog ? T(0.5) * eps : eps;
-          for (int64_t i = 0; i < D; ++i) p[i] -= kick * g[i];
-        }
-        T h1 = rows.energy(x.data(), D);
-        for (int64_t i = 0; i < D; ++i) h1 += T(0.5) * p[i] * p[i];
-        const float u = jk::uniform_open0(jk::philox4x32_10(seed.seed, base + nq, r).x);
-        if (std::log(T(u)) < h0 - h1) {  // false when h1 is NaN or inf: rejected
-          ++accepted;
-        } else {
-          x = x0;
-        }
-        if (thin > 0 && (step + 1) % thin == 0)
-          std::copy(x.begin(), x.end(), traj + (((step + 1) / thin - 1) * B + r) * D);
-      }
-      std::copy(x.begin(), x.end(), xo + r * D);
-      acc[r] = n_steps > 0 ? T(accepted) / T(n_steps) : T(0);
-    }
-  });
-}
-
-// Calls f(rows) with the row object of the chain's model, in dtype A.
-template <typename A, typename F>
-void with_rows(const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t D, F&& f) {
-  if (spec.kind == Model::Gaussian) {
-    f(GaussRows<A>(mean, precision, D, static_cast<const A*>(nullptr)));
-  } else {
-    with_local_model<A>(spec.kind, spec.p, [&](auto m) { f(LocalRows<A, decltype(m)>{m}); });
-  }
-}
-
-
-// Langevin for wide rows, any device: per step the score (one addmm for the Gaussian, the
-// local score kernel otherwise) and one fused update (noise + step + clamp + trajectory).
-void langevin_stepwise(const at::Tensor& state, at::Tensor& traj, const ModelSpec& spec,
-                       const std::optional<at::Tensor>& mean, const std::optional<at::Tensor>& precision,
-                       int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
-                       const std::optional<at::Generator>& generator) {
-  at::Tensor s = at::empty(state.sizes(), state.options());
-  at::Tensor neg_p, pmu;
-  if (spec.kind == Model::Gaussian) {
-    const at::Tensor p_sym = symmetrized(*precision);
-    neg_p = p_sym.neg();
-    pmu = at::matmul(p_sym, *mean);
-  }
-  const LangevinUpdate<double> along_score{-u.a, u.tau, u.lo, u.hi, u.clamp};  // x + η·score
-  for (int64_t step = 0; step < n_steps; ++step) {
-    if (spec.kind == Model::Gaussian) {
-      at::addmm_out(s, pmu, state, neg_p);
-    } else {
-      local_rows(state, s, spec, true);
-    }
-    const bool save = thin > 0 && (step + 1) % thin == 0;
-    langevin_update(state, s, state, save ? traj.select(0, (step + 1) / thin - 1) : at::Tensor(), along_score,
-                    generator);
-  }
-}
-
-std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std::string& model,
-                                                  const std::optional<at::Tensor>& mean,
-                                                  const std::optional<at::Tensor>& precision,
-                                                  at::ArrayRef<double> params, int64_t n_steps, double step_size,
-                                                  double noise_scale, int64_t thin, std::optional<double> clamp_min,
-                                                  std::optional<double> clamp_max,
-                                                  std::optional<at::Generator> generator) {
-  check_chain_args(x, n_steps, step_size, thin);
-  const ModelSpec spec = parse_model(x, model, mean, precision, params);
-  check_step_args(x, x, step_size, noise_scale, clamp_min, clamp_max);
-  const int64_t B = x.size(0), D = x.size(1);
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
-  if (x.is_meta() || B == 0) return {out, traj};
-  const at::Tensor xc = x.contiguous();
-  const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
-  const bool is_double = x.scalar_type() == at::kDouble;
-  const bool stepwise = x.is_cuda() ? D > cuda_langevin_max_d(is_double)
-                                    : spec.kind == Model::Gaussian && D > kCpuGaussianMaxD;  // BLAS per step
-  if (stepwise) {
-    out.copy_(xc);
-    langevin_stepwise(out, traj, spec, mean ? std::optional<at::Tensor>(mean->contiguous()) : mean,
-                      precision ? std::optional<at::Tensor>(precision->contiguous()) : precision, n_steps, u, thin,
-                      generator);
-    return {out, traj};
-  }
-  const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
-#ifdef JK_WITH_CUDA
-  if (x.is_cuda()) {
-    langevin_chain_cuda(xc, out, traj, spec, mc, pc, n_steps, u, thin, generator);
-    return {out, traj};
-  }
-#endif
-  const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_langevin_chain_cpu", [&] {
-    using T = scalar_t;
-    const LangevinUpdate<T> upd{T(u.a), T(u.tau), T(u.lo), T(u.hi), u.clamp};
-    with_rows<T>(spec, mc, pc, D, [&](const auto& rows) {
-      langevin_rows_cpu<T>(rows, xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, D,
-                           n_steps, upd, thin, seed);
-    });
-  });
-  return {out, traj};
-}
-
-// HMC for wide rows (on the GPU; Gaussian rows past kCpuGaussianMaxD on the CPU), composed of ATen ops and the
-// energy/score ops: no host sync.
-void hmc_stepwise(const at::Tensor& x, at::Tensor& state, at::Tensor& accepted, at::Tensor& traj,
-                  const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
-                  double eps, int64_t n_leapfrog, int64_t thin, const std::optional<at::Generator>& generator) {
-  const int64_t B = x.size(0);
-  const auto energy = [&](const at::Tensor& y) {
-    return spec.kind == Model::Gaussian ? gaussian_op(y, mean, precision, false) : local_op(y, spec, false);
-  };
-  const auto score = [&](const at::Tensor& y) {
-    return spec.kind == Model::Gaussian ? gaussian_op(y, mean, precision, true) : local_op(y, spec, true);
-  };
-  state.copy_(x);
-  accepted.zero_();
-  for (int64_t step = 0; step < n_steps; ++step) {
-    const at::Tensor mom = at::randn(x.sizes(), generator, x.options());
-    const at::Tensor h0 = energy(state).add(mom.mul(mom).sum(1), 0.5);
-    at::Tensor xn = state.clone();
-    at::Tensor pn = mom.add(score(xn), 0.5 * eps);
-    for (int64_t l = 0; l < n_leapfrog; ++l) {
-      xn.add_(pn, eps);
-      pn.add_(score(xn), l + 1 == n_leapfrog ? 0.5 * eps : eps);
-    }
-    const at::Tensor h1 = energy(xn).add(pn.mul(pn).sum(1), 0.5);
-    const at::Tensor accept = at::rand({B}, generator, x.options()).log_().lt(h0.sub(h1));  // NaN: rejected
-    state.copy_(at::where(accept.unsqueeze(1), xn, state));
-    accepted.add_(accept);
-    if (thin > 0 && (step + 1) % thin == 0) traj.select(0, (step + 1) / thin - 1).copy_(state);
-  }
-  if (n_steps > 0) accepted.div_(double(n_steps));
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, const std::string& model,
-                                                         const std::optional<at::Tensor>& mean,
-                                                         const std::optional<at::Tensor>& precision,
-                                                         at::ArrayRef<double> params, int64_t n_steps,
-                                                         double step_size, int64_t n_leapfrog, int64_t thin,
-                                                         std::optional<at::Generator> generator) {
-  check_chain_args(x, n_steps, step_size, thin);
-  TORCH_CHECK_VALUE(n_leapfrog >= 1, "n_leapfrog must be >= 1, got ", std::to_string(n_leapfrog));
-  const ModelSpec spec = parse_model(x, model, mean, precision, params);
-  const int64_t B = x.size(0), D = x.size(1);
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  at::Tensor acc = at::empty({B}, x.options());
-  at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
-  if (x.is_meta() || B == 0) return {out, acc, traj};
-  const at::Tensor xc = x.contiguous();
-  const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
-  const bool stepwise = x.is_cuda() ? D > cuda_hmc_max_d(x.scalar_type() == at::kDouble)
-                                    : spec.kind == Model::Gaussian && D > kCpuGaussianMaxD;  // BLAS per step
-  if (stepwise) {
-    hmc_stepwise(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
-    return {out, acc, traj};
-  }
-#ifdef JK_WITH_CUDA
-  if (x.is_cuda()) {
-    hmc_chain_cuda(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
-    return {out, acc, traj};
-  }
-#endif
-  const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_hmc_chain_cpu", [&] {
-    using T = scalar_t;
-    with_rows<T>(spec, mc, pc, D, [&](const auto& rows) {
-      hmc_rows_cpu<T>(rows, xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), acc.mutable_data_ptr<T>(),
-                      traj.mutable_data_ptr<T>(), B, D, n_steps, T(step_size), n_leapfrog, thin, seed);
-    });
-  });
-  return {out, acc, traj};
 }
 
 // ---------------------------------------------------------------- registration

@@ -1,8 +1,8 @@
-// ebm's CUDA half, the parts its translation units share: grid sizing, width tiers, the block tile
-// that stages rows through shared memory, and a model's view of a row held in registers (used by
-// ebm.cu's Gaussian for D <= 64 and by the one-launch chains in ebm_langevin.cu and ebm_hmc.cu).
-// The chains live in files of their own so that nvcc, one process per file, compiles them at once
-// (their 72 instantiations were most of ebm.cu's compile time).
+// ebm's CUDA half, the parts its translation units share: grid sizing, 16-byte row vectors and lane
+// groups (ebm.cu's Gaussian and ebm_local.cu's local models), width tiers, the block tile that stages
+// rows through shared memory, and a model's view of a row held in registers (used by ebm.cu's Gaussian
+// for D <= 64 and by the one-launch chains in ebm_langevin.cu and ebm_hmc.cu). The kernels live in
+// four files so that nvcc, one process per file, compiles them at once (ebm.cu says why).
 #pragma once
 #include <ATen/core/TensorBase.h>
 
@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "ebm.h"
-#include "elementwise.cuh"  // jk::multiprocessor_count
+#include "elementwise.cuh"  // jk::multiprocessor_count, jk::blocks_per_sm
 
 namespace ebm {
 
@@ -20,6 +20,49 @@ namespace ebm {
 inline int64_t grid_size(int64_t work, int64_t per_block, int device, int per_sm) {
   const int64_t want = (work + per_block - 1) / per_block;
   return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(jk::multiprocessor_count(device)) * per_sm));
+}
+
+// ---------------------------------------------------------------- row vectors and lane groups
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Blocks of `threads` threads for `want` blocks of work in a grid-stride kernel: at most one
+// wave of what fits on the GPU at once (from the kernel's registers and shared memory), so no
+// block waits for a second wave while the first idles on its last rows (grid-stride loops
+// give every block the same share; a partial second wave doubles the time of its blocks).
+template <typename Kernel>
+int64_t resident_grid(Kernel kernel, int threads, int64_t want, int device) {
+  const int64_t wave = int64_t(jk::blocks_per_sm(kernel, threads)) * jk::multiprocessor_count(device);
+  return std::max<int64_t>(1, std::min<int64_t>(want, wave));
+}
+
+// 16-byte loads of x. Energies read x with ld.global.cs (evict-first: x is read once, so its lines
+// should be the first to leave L2); scores use plain loads and stores, which measured faster for
+// them on the H200 (session-6 A/B, benchmarks/results/session6/ebm_ab.log), while the energies
+// lost time without the hint.
+template <typename V, bool kEvictFirst>
+__device__ __forceinline__ V load16(const void* p) {
+  static_assert(sizeof(V) == sizeof(uint4), "16-byte vectors");
+  const uint4 u = kEvictFirst ? __ldcs(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
+  return *reinterpret_cast<const V*>(&u);
+}
+
+template <typename A>
+__device__ __forceinline__ A group_sum(A v, int G) {
+  for (int offset = G / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+// Calls f(std::integral_constant<int, G>) when a row of D elements is G ∈ {2, 4, 8} vectors of
+// V elements; returns false (and calls nothing) otherwise.
+template <typename F>
+bool with_row_vectors(int64_t D, int V, F&& f) {
+  if (D == 2 * V) return f(std::integral_constant<int, 2>{}), true;
+  if (D == 4 * V) return f(std::integral_constant<int, 4>{}), true;
+  if (D == 8 * V) return f(std::integral_constant<int, 8>{}), true;
+  return false;
 }
 
 // ---------------------------------------------------------------- whole rows per thread: tiles

@@ -1,0 +1,308 @@
+// Family `ebm`, C++ half: langevin_chain and hmc_chain. On the CPU each row's whole chain runs in one task
+// (at::parallel_for), so a row's state stays in cache for all the steps; on CUDA the one-launch kernels of
+// ebm_langevin.cu and ebm_hmc.cu; wide rows, on any device, step by step through ATen ops and the energy and
+// score ops (ebm.cpp). Schemas and registration: ebm.cpp.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/where.h>
+
+#include <cmath>
+
+#include "ebm_cpu.h"
+#include "jk.h"
+#include "philox.h"
+
+namespace ebm {
+
+#ifdef JK_WITH_CUDA
+// ebm_langevin.cu, ebm_hmc.cu: the one-launch chains, for contiguous tensors ebm_chains.cpp has checked.
+void langevin_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& traj,
+                         const ModelSpec& spec, const at::TensorBase& mean, const at::TensorBase& precision,
+                         int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
+                         const std::optional<at::Generator>& generator);
+void hmc_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& accept_rate,
+                    const at::TensorBase& traj, const ModelSpec& spec, const at::TensorBase& mean,
+                    const at::TensorBase& precision, int64_t n_steps, double step_size, int64_t n_leapfrog,
+                    int64_t thin, const std::optional<at::Generator>& generator);
+#endif
+
+// ---------------------------------------------------------------- checks
+
+// The model of a chain, by name, with its scalar parameters checked and padded.
+ModelSpec parse_model(const at::Tensor& x, const std::string& model, const std::optional<at::Tensor>& mean,
+                      const std::optional<at::Tensor>& precision, at::ArrayRef<double> params) {
+  struct Entry {
+    const char* name;
+    Model kind;
+    size_t n_params;
+    const char* param_names;
+  };
+  static const Entry entries[] = {
+      {"gaussian", Model::Gaussian, 0, "none (pass mean and precision)"},
+      {"double_well", Model::DoubleWell, 2, "[barrier_height, b]"},
+      {"harmonic", Model::Harmonic, 1, "[k]"},
+      {"rosenbrock", Model::Rosenbrock, 2, "[a, b]"},
+      {"rastrigin", Model::Rastrigin, 1, "[a]"},
+      {"ackley", Model::Ackley, 3, "[a, b, c]"},
+  };
+  const Entry* found = nullptr;
+  for (const Entry& e : entries)
+    if (model == e.name) found = &e;
+  TORCH_CHECK_VALUE(found != nullptr, "model must be one of gaussian, double_well, harmonic, rosenbrock, ",
+                    "rastrigin, ackley; got '", model, "'");
+  TORCH_CHECK_VALUE(params.size() == found->n_params, "params for model '", model, "' must be ",
+                    found->param_names, " (", std::to_string(found->n_params), " values), got ",
+                    std::to_string(params.size()), " values");
+  ModelSpec spec{found->kind, {0.0, 0.0, 0.0}};
+  for (size_t i = 0; i < params.size(); ++i) {
+    jk::check_finite(params[i], "params");
+    spec.p[i] = params[i];
+  }
+  if (spec.kind == Model::Gaussian) {
+    TORCH_CHECK_VALUE(mean.has_value() && precision.has_value(),
+                      "model 'gaussian' needs mean (D,) and precision (D, D)");
+    check_gaussian_args(x, *mean, *precision);
+  } else {
+    TORCH_CHECK_VALUE(!mean.has_value() && !precision.has_value(), "mean and precision are only for model ",
+                      "'gaussian', not '", model, "'");
+    check_rows(x, spec.kind == Model::Rosenbrock ? 2 : 1);
+  }
+  return spec;
+}
+
+void check_chain_args(const at::Tensor& x, int64_t n_steps, double step_size, int64_t thin) {
+  jk::check_float32_or_64(x, "x");
+  TORCH_CHECK_VALUE(n_steps >= 0, "n_steps must be >= 0, got ", std::to_string(n_steps));
+  jk::check_positive(step_size, "step_size");
+  TORCH_CHECK_VALUE(thin >= 0, "thin must be >= 0 (0: no trajectory), got ", std::to_string(thin));
+}
+
+int64_t n_saved(int64_t n_steps, int64_t thin) { return thin > 0 ? n_steps / thin : 0; }
+
+// ---------------------------------------------------------------- chains, one row per task
+
+// Langevin: x ← x − η∇E(x) + τε for n_steps, state of a row in a scratch vector.
+template <typename T, typename Rows>
+void langevin_rows_cpu(const Rows& rows, const T* x0, T* xo, T* traj, int64_t B, int64_t D, int64_t n_steps,
+                       const LangevinUpdate<T>& upd, int64_t thin, jk::PhiloxSeed seed) {
+  const int64_t nq = (D + 3) / 4;  // Philox draws per row and step
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> x(D), g(D);
+    std::vector<float> z(4 * nq);
+    for (int64_t r = begin; r < end; ++r) {
+      std::copy(x0 + r * D, x0 + (r + 1) * D, x.begin());
+      for (int64_t step = 0; step < n_steps; ++step) {
+        rows.grad(x.data(), g.data(), D);
+        jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + step * nq, nq, z.data(), r);
+        for (int64_t i = 0; i < D; ++i) x[i] = upd(x[i], g[i], T(z[i]));
+        if (thin > 0 && (step + 1) % thin == 0)
+          std::copy(x.begin(), x.end(), traj + (((step + 1) / thin - 1) * B + r) * D);
+      }
+      std::copy(x.begin(), x.end(), xo + r * D);
+    }
+  });
+}
+
+// HMC: momentum p ~ N(0, I), n_leapfrog leapfrog steps of size ε, Metropolis accept on
+// H = E(x) + ½|p|². Per step: nq Philox draws for p, one for the accept uniform.
+template <typename T, typename Rows>
+void hmc_rows_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int64_t B, int64_t D, int64_t n_steps,
+                  T eps, int64_t n_leapfrog, int64_t thin, jk::PhiloxSeed seed) {
+  const int64_t nq = (D + 3) / 4;
+  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> x(D), x0(D), p(D), g(D);
+    std::vector<float> z(4 * nq);
+    for (int64_t r = begin; r < end; ++r) {
+      std::copy(x_in + r * D, x_in + (r + 1) * D, x.begin());
+      int64_t accepted = 0;
+      for (int64_t step = 0; step < n_steps; ++step) {
+        const uint64_t base = seed.offset / 4 + step * (nq + 1);
+        jk::normal4_batch_cpu(seed.seed, base, nq, z.data(), r);
+        for (int64_t i = 0; i < D; ++i) p[i] = T(z[i]);
+        x0 = x;
+        T h0 = rows.energy(x.data(), D);
+        for (int64_t i = 0; i < D; ++i) h0 += T(0.5) * p[i] * p[i];
+        rows.grad(x.data(), g.data(), D);
+        for (int64_t i = 0; i < D; ++i) p[i] -= T(0.5) * eps * g[i];
+        for (int64_t l = 0; l < n_leapfrog; ++l) {
+          for (int64_t i = 0; i < D; ++i) x[i] += eps * p[i];
+          rows.grad(x.data(), g.data(), D);
+          const T kick = l + 1 == n_leapfrog ? T(0.5) * eps : eps;
+          for (int64_t i = 0; i < D; ++i) p[i] -= kick * g[i];
+        }
+        T h1 = rows.energy(x.data(), D);
+        for (int64_t i = 0; i < D; ++i) h1 += T(0.5) * p[i] * p[i];
+        const float u = jk::uniform_open0(jk::philox4x32_10(seed.seed, base + nq, r).x);
+        if (std::log(T(u)) < h0 - h1) {  // false when h1 is NaN or inf: rejected
+          ++accepted;
+        } else {
+          x = x0;
+        }
+        if (thin > 0 && (step + 1) % thin == 0)
+          std::copy(x.begin(), x.end(), traj + (((step + 1) / thin - 1) * B + r) * D);
+      }
+      std::copy(x.begin(), x.end(), xo + r * D);
+      acc[r] = n_steps > 0 ? T(accepted) / T(n_steps) : T(0);
+    }
+  });
+}
+
+// Calls f(rows) with the row object of the chain's model, in dtype A.
+template <typename A, typename F>
+void with_rows(const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t D, F&& f) {
+  if (spec.kind == Model::Gaussian) {
+    f(GaussRows<A>(mean, precision, D, static_cast<const A*>(nullptr)));
+  } else {
+    with_local_model<A>(spec.kind, spec.p, [&](auto m) { f(LocalRows<A, decltype(m)>{m}); });
+  }
+}
+
+
+// Langevin for wide rows, any device: per step the score (one addmm for the Gaussian, the
+// local score kernel otherwise) and one fused update (noise + step + clamp + trajectory).
+void langevin_stepwise(const at::Tensor& state, at::Tensor& traj, const ModelSpec& spec,
+                       const std::optional<at::Tensor>& mean, const std::optional<at::Tensor>& precision,
+                       int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
+                       const std::optional<at::Generator>& generator) {
+  at::Tensor s = at::empty(state.sizes(), state.options());
+  at::Tensor neg_p, pmu;
+  if (spec.kind == Model::Gaussian) {
+    const at::Tensor p_sym = symmetrized(*precision);
+    neg_p = p_sym.neg();
+    pmu = at::matmul(p_sym, *mean);
+  }
+  const LangevinUpdate<double> along_score{-u.a, u.tau, u.lo, u.hi, u.clamp};  // x + η·score
+  for (int64_t step = 0; step < n_steps; ++step) {
+    if (spec.kind == Model::Gaussian) {
+      at::addmm_out(s, pmu, state, neg_p);
+    } else {
+      local_rows(state, s, spec, true);
+    }
+    const bool save = thin > 0 && (step + 1) % thin == 0;
+    langevin_update(state, s, state, save ? traj.select(0, (step + 1) / thin - 1) : at::Tensor(), along_score,
+                    generator);
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std::string& model,
+                                                  const std::optional<at::Tensor>& mean,
+                                                  const std::optional<at::Tensor>& precision,
+                                                  at::ArrayRef<double> params, int64_t n_steps, double step_size,
+                                                  double noise_scale, int64_t thin, std::optional<double> clamp_min,
+                                                  std::optional<double> clamp_max,
+                                                  std::optional<at::Generator> generator) {
+  check_chain_args(x, n_steps, step_size, thin);
+  const ModelSpec spec = parse_model(x, model, mean, precision, params);
+  check_step_args(x, x, step_size, noise_scale, clamp_min, clamp_max);
+  const int64_t B = x.size(0), D = x.size(1);
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
+  if (x.is_meta() || B == 0) return {out, traj};
+  const at::Tensor xc = x.contiguous();
+  const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
+  const bool is_double = x.scalar_type() == at::kDouble;
+  const bool stepwise = x.is_cuda() ? D > cuda_langevin_max_d(is_double)
+                                    : spec.kind == Model::Gaussian && D > kCpuGaussianMaxD;  // BLAS per step
+  if (stepwise) {
+    out.copy_(xc);
+    langevin_stepwise(out, traj, spec, mean ? std::optional<at::Tensor>(mean->contiguous()) : mean,
+                      precision ? std::optional<at::Tensor>(precision->contiguous()) : precision, n_steps, u, thin,
+                      generator);
+    return {out, traj};
+  }
+  const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    langevin_chain_cuda(xc, out, traj, spec, mc, pc, n_steps, u, thin, generator);
+    return {out, traj};
+  }
+#endif
+  const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_langevin_chain_cpu", [&] {
+    using T = scalar_t;
+    const LangevinUpdate<T> upd{T(u.a), T(u.tau), T(u.lo), T(u.hi), u.clamp};
+    with_rows<T>(spec, mc, pc, D, [&](const auto& rows) {
+      langevin_rows_cpu<T>(rows, xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, D,
+                           n_steps, upd, thin, seed);
+    });
+  });
+  return {out, traj};
+}
+
+// HMC for wide rows (on the GPU; Gaussian rows past kCpuGaussianMaxD on the CPU), composed of ATen ops and the
+// energy/score ops: no host sync.
+void hmc_stepwise(const at::Tensor& x, at::Tensor& state, at::Tensor& accepted, at::Tensor& traj,
+                  const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
+                  double eps, int64_t n_leapfrog, int64_t thin, const std::optional<at::Generator>& generator) {
+  const int64_t B = x.size(0);
+  const auto energy = [&](const at::Tensor& y) {
+    return spec.kind == Model::Gaussian ? gaussian_op(y, mean, precision, false) : local_op(y, spec, false);
+  };
+  const auto score = [&](const at::Tensor& y) {
+    return spec.kind == Model::Gaussian ? gaussian_op(y, mean, precision, true) : local_op(y, spec, true);
+  };
+  state.copy_(x);
+  accepted.zero_();
+  for (int64_t step = 0; step < n_steps; ++step) {
+    const at::Tensor mom = at::randn(x.sizes(), generator, x.options());
+    const at::Tensor h0 = energy(state).add(mom.mul(mom).sum(1), 0.5);
+    at::Tensor xn = state.clone();
+    at::Tensor pn = mom.add(score(xn), 0.5 * eps);
+    for (int64_t l = 0; l < n_leapfrog; ++l) {
+      xn.add_(pn, eps);
+      pn.add_(score(xn), l + 1 == n_leapfrog ? 0.5 * eps : eps);
+    }
+    const at::Tensor h1 = energy(xn).add(pn.mul(pn).sum(1), 0.5);
+    const at::Tensor accept = at::rand({B}, generator, x.options()).log_().lt(h0.sub(h1));  // NaN: rejected
+    state.copy_(at::where(accept.unsqueeze(1), xn, state));
+    accepted.add_(accept);
+    if (thin > 0 && (step + 1) % thin == 0) traj.select(0, (step + 1) / thin - 1).copy_(state);
+  }
+  if (n_steps > 0) accepted.div_(double(n_steps));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, const std::string& model,
+                                                         const std::optional<at::Tensor>& mean,
+                                                         const std::optional<at::Tensor>& precision,
+                                                         at::ArrayRef<double> params, int64_t n_steps,
+                                                         double step_size, int64_t n_leapfrog, int64_t thin,
+                                                         std::optional<at::Generator> generator) {
+  check_chain_args(x, n_steps, step_size, thin);
+  TORCH_CHECK_VALUE(n_leapfrog >= 1, "n_leapfrog must be >= 1, got ", std::to_string(n_leapfrog));
+  const ModelSpec spec = parse_model(x, model, mean, precision, params);
+  const int64_t B = x.size(0), D = x.size(1);
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor acc = at::empty({B}, x.options());
+  at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
+  if (x.is_meta() || B == 0) return {out, acc, traj};
+  const at::Tensor xc = x.contiguous();
+  const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
+  const bool stepwise = x.is_cuda() ? D > cuda_hmc_max_d(x.scalar_type() == at::kDouble)
+                                    : spec.kind == Model::Gaussian && D > kCpuGaussianMaxD;  // BLAS per step
+  if (stepwise) {
+    hmc_stepwise(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
+    return {out, acc, traj};
+  }
+#ifdef JK_WITH_CUDA
+  if (x.is_cuda()) {
+    hmc_chain_cuda(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
+    return {out, acc, traj};
+  }
+#endif
+  const jk::PhiloxSeed seed = jk::cpu_philox_seed(generator);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_hmc_chain_cpu", [&] {
+    using T = scalar_t;
+    with_rows<T>(spec, mc, pc, D, [&](const auto& rows) {
+      hmc_rows_cpu<T>(rows, xc.const_data_ptr<T>(), out.mutable_data_ptr<T>(), acc.mutable_data_ptr<T>(),
+                      traj.mutable_data_ptr<T>(), B, D, n_steps, T(step_size), n_leapfrog, thin, seed);
+    });
+  });
+  return {out, acc, traj};
+}
+
+}  // namespace ebm

@@ -1,0 +1,267 @@
+// Family `ebm`, C++ half: what its two files share. ebm.cpp holds the op schemas and registration, the
+// energies, scores and Langevin step; ebm_chains.cpp the chains (langevin_chain, hmc_chain), which compose
+// some of ebm.cpp's pieces (declared here) and run the CPU row objects below row by row. Two files so that
+// g++ compiles them at once: as one, its code generation made it a first build's slowest object.
+#pragma once
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ebm.h"
+
+namespace ebm {
+
+// ---------------------------------------------------------------- ebm.cpp's pieces the chains use
+
+void check_rows(const at::Tensor& x, int64_t min_cols);
+void check_gaussian_args(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision);
+void check_step_args(const at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
+                     std::optional<double> clamp_min, std::optional<double> clamp_max);
+// x + a·g + τ·ε, clamped to [clamp_min, clamp_max] where either is given.
+LangevinUpdate<double> make_update(double a, double tau, std::optional<double> clamp_min,
+                                   std::optional<double> clamp_max);
+// Energy (out (B,)) or score (out (B, D)) of a local model / the Gaussian, any device.
+void local_rows(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score);
+at::Tensor local_op(const at::Tensor& x, const ModelSpec& spec, bool score);
+at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, bool score);
+// out (and traj, when defined) = x + a·g + τ·ε for contiguous tensors of one dtype, any device.
+void langevin_update(const at::Tensor& x, const at::Tensor& g, const at::Tensor& out, const at::Tensor& traj,
+                     const LangevinUpdate<double>& u, const std::optional<at::Generator>& generator);
+
+inline at::Tensor symmetrized(const at::Tensor& precision) { return precision.add(precision.t()).mul_(0.5); }
+
+// ---------------------------------------------------------------- ebm_chains.cpp's ops
+
+std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std::string& model,
+                                                  const std::optional<at::Tensor>& mean,
+                                                  const std::optional<at::Tensor>& precision,
+                                                  at::ArrayRef<double> params, int64_t n_steps, double step_size,
+                                                  double noise_scale, int64_t thin, std::optional<double> clamp_min,
+                                                  std::optional<double> clamp_max,
+                                                  std::optional<at::Generator> generator);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, const std::string& model,
+                                                         const std::optional<at::Tensor>& mean,
+                                                         const std::optional<at::Tensor>& precision,
+                                                         at::ArrayRef<double> params, int64_t n_steps,
+                                                         double step_size, int64_t n_leapfrog, int64_t thin,
+                                                         std::optional<at::Generator> generator);
+
+// ---------------------------------------------------------------- CPU row math
+
+template <typename A, typename M>
+A row_energy(const M& m, const A* x, int64_t D) {
+  A s0 = 0, s1 = 0, sum = 0;
+  for (int64_t i = 0; i < D; ++i) {
+    m.stats(x[i], s0, s1);
+    sum += m.term(x[i], i + 1 < D ? x[i + 1] : A(0), i + 1 < D);
+  }
+  return m.finish(sum, s0, s1, D);
+}
+
+template <typename A, typename M>
+void row_grad(const M& m, const A* x, A* g, int64_t D) {
+  A s0 = 0, s1 = 0;
+  if (M::kStats)
+    for (int64_t i = 0; i < D; ++i) m.stats(x[i], s0, s1);
+  const RowConst<A> rc = m.prepare(s0, s1, D);
+  if constexpr (!M::kNeighbours) {  // no neighbour loads or edge selects: a loop that vectorizes
+    for (int64_t i = 0; i < D; ++i) g[i] = m.grad(A(0), x[i], A(0), false, false, rc);
+    return;
+  }
+  // The edges apart, so the interior loop has no conditional loads and vectorizes.
+  g[0] = m.grad(A(0), x[0], D > 1 ? x[1] : A(0), false, D > 1, rc);
+  for (int64_t i = 1; i + 1 < D; ++i) g[i] = m.grad(x[i - 1], x[i], x[i + 1], true, true, rc);
+  if (D > 1) g[D - 1] = m.grad(x[D - 2], x[D - 1], A(0), true, false, rc);
+}
+
+// Rows that rows_cpu hands kRowLanes at a time to LocalRows::energies / grads, transposed: element i of
+// row l at i * kRowLanes + l. The lanes are independent, so the loops vectorize (one row's running sum,
+// and a row's neighbour and edge selects, did not), and each row is computed in row_energy's and
+// row_grad's order.
+constexpr int64_t kRowLanes = 8;
+
+// Whether a row object has that lane-wise path (LocalRows does). C++17: torch 2.11 builds extensions
+// with -std=c++17, so no concepts or requires-expressions here (tests/test_cxx17.py).
+template <typename Rows, typename A, typename = void>
+struct HasLaneRows : std::false_type {};
+template <typename Rows, typename A>
+struct HasLaneRows<Rows, A, std::void_t<decltype(std::declval<const Rows&>().grads(
+                                std::declval<A*>(), std::declval<A*>(), int64_t{}))>> : std::true_type {};
+
+// A local model as a row object (grad, energy), the shape the CPU chains use.
+template <typename A, typename M>
+struct LocalRows {
+  M m;
+  void grad(const A* x, A* g, int64_t D) const { row_grad(m, x, g, D); }
+  A energy(const A* x, int64_t D) const { return row_energy(m, x, D); }
+
+  // row_energy of kRowLanes rows (x_t transposed, see kRowLanes) into out[l].
+  void energies(const A* x_t, int64_t D, A* out) const {
+    A s0[kRowLanes] = {}, s1[kRowLanes] = {}, sum[kRowLanes] = {};
+    if constexpr (M::kNeighbours) {  // the last element has no neighbour: its own call, with a constant flag
+      for (int64_t i = 0; i + 1 < D; ++i) add_terms<true>(x_t + i * kRowLanes, s0, s1, sum);
+      if (D > 0) add_terms<false>(x_t + (D - 1) * kRowLanes, s0, s1, sum);
+    } else {  // not add_terms<false>: that measured 0-15% slower for these models (session 26, placement)
+      for (int64_t i = 0; i < D; ++i) {
+        const A* x_i = x_t + i * kRowLanes;
+        for (int64_t l = 0; l < kRowLanes; ++l) {
+          m.stats(x_i[l], s0[l], s1[l]);
+          sum[l] += m.term(x_i[l], A(0), false);
+        }
+      }
+    }
+    for (int64_t l = 0; l < kRowLanes; ++l) out[l] = m.finish(sum[l], s0[l], s1[l], D);
+  }
+
+  // Element i of kRowLanes rows (x_i; its neighbours at x_i + kRowLanes when kHasNext) into the running
+  // statistics and sums. kHasNext a constant, not a per-element flag and a pointer to zeros: GCC left
+  // that form of Rosenbrock's loop scalar (B=32768 D=16 float32, 2 cores: 152 -> 48 us).
+  template <bool kHasNext>
+  void add_terms(const A* x_i, A* s0, A* s1, A* sum) const {
+    for (int64_t l = 0; l < kRowLanes; ++l) {
+      m.stats(x_i[l], s0[l], s1[l]);
+      sum[l] += m.term(x_i[l], kHasNext ? x_i[kRowLanes + l] : A(0), kHasNext);
+    }
+  }
+
+  // row_grad of kRowLanes rows (x_t and g_t transposed, see kRowLanes).
+  void grads(const A* x_t, A* g_t, int64_t D) const {
+    A s0[kRowLanes] = {}, s1[kRowLanes] = {}, c0[kRowLanes], c1[kRowLanes];
+    if (M::kStats)
+      for (int64_t i = 0; i < D; ++i)
+        for (int64_t l = 0; l < kRowLanes; ++l) m.stats(x_t[i * kRowLanes + l], s0[l], s1[l]);
+    for (int64_t l = 0; l < kRowLanes; ++l) {
+      const RowConst<A> rc = m.prepare(s0[l], s1[l], D);
+      c0[l] = rc.c0;
+      c1[l] = rc.c1;
+    }
+    for (int64_t i = 0; i < D; ++i) {
+      const A* x_i = x_t + i * kRowLanes;
+      A* g_i = g_t + i * kRowLanes;
+      // The neighbours an element has, as constants (see add_terms). Per element, not with the edges
+      // peeled as in row_grad: that form measured Rosenbrock's score 86 -> 159 us (session 26).
+      if constexpr (M::kNeighbours) {
+        if (i > 0 && i + 1 < D) {
+          grad_terms<true, true>(x_i, c0, c1, g_i);
+        } else if (i + 1 < D) {
+          grad_terms<false, true>(x_i, c0, c1, g_i);
+        } else if (i > 0) {
+          grad_terms<true, false>(x_i, c0, c1, g_i);
+        } else {
+          grad_terms<false, false>(x_i, c0, c1, g_i);
+        }
+      } else {
+        grad_terms<false, false>(x_i, c0, c1, g_i);
+      }
+    }
+  }
+
+ private:
+  // The gradient of element i of kRowLanes rows (x_i; its neighbours kRowLanes before and after, where
+  // the flags say so) with the rows' constants c0, c1. Computed into a local array, then stored: GCC
+  // unrolls the lane loop and, unsure whether g_i overlaps x_i, kept it scalar (Rosenbrock's score).
+  template <bool kHasPrev, bool kHasNext>
+  void grad_terms(const A* x_i, const A* c0, const A* c1, A* g_i) const {
+    A g[kRowLanes];
+    for (int64_t l = 0; l < kRowLanes; ++l) {
+      const A prev = kHasPrev ? x_i[l - kRowLanes] : A(0), next = kHasNext ? x_i[kRowLanes + l] : A(0);
+      g[l] = m.grad(prev, x_i[l], next, kHasPrev, kHasNext, RowConst<A>{c0[l], c1[l]});
+    }
+    for (int64_t l = 0; l < kRowLanes; ++l) g_i[l] = g[l];
+  }
+};
+static_assert(HasLaneRows<LocalRows<float, Harmonic<float>>, float>::value, "rows_cpu's lane-wise path");
+
+// One AVX register of float or double (a GCC/Clang vector extension; two SSE registers where AVX is off).
+template <typename A>
+struct Simd;
+template <>
+struct Simd<float> { typedef float Vec __attribute__((vector_size(32))); };
+template <>
+struct Simd<double> { typedef double Vec __attribute__((vector_size(32))); };
+
+// The Gaussian with its symmetrized precision and mean in A, for rows of D <= kCpuGaussianMaxD (wider
+// ones take a matrix product). Psym·(x − μ) is a sum of Psym's rows (it is symmetric) scaled by x − μ,
+// built a band of columns at a time in vector registers, with Psym's rows padded with zeros to whole
+// bands. A band is up to 8 registers wide, so that many chains of multiply-adds overlap (with one, D = 64
+// waited on each add's latency). The plain loops kept the sums in memory (bfloat16 scores, D = 16, 2
+// cores: 1.2 ms against eager's 0.5) and the energy's dot products did not vectorize (D = 64: 32 ms).
+template <typename A>
+struct GaussRows {
+  using Vec = typename Simd<A>::Vec;
+  static constexpr int64_t kLanes = sizeof(Vec) / sizeof(A);
+  static_assert(kCpuGaussianMaxD % (8 * kLanes) == 0, "whole bands of D <= kCpuGaussianMaxD fit its buffers");
+  int64_t band;          // registers per band: 1, 2, 4 or 8
+  int64_t width;         // D rounded up to whole bands
+  std::vector<A> p, mu;  // p: D × width, ½(P + Pᵀ) and zeros
+
+  static int64_t band_for(int64_t registers) {  // the power of 2 up to 8 that covers them
+    return registers > 4 ? 8 : registers > 2 ? 4 : registers;
+  }
+  template <typename T>  // the last argument only names T
+  GaussRows(const at::Tensor& mean, const at::Tensor& precision, int64_t D, const T*)
+      : band(band_for((D + kLanes - 1) / kLanes)),
+        width((D + band * kLanes - 1) / (band * kLanes) * (band * kLanes)), p(D * width, A(0)), mu(D) {
+    TORCH_CHECK(D <= kCpuGaussianMaxD, "GaussRows: rows of D = ", D, " go through a matrix product");
+    const at::Tensor m = mean.contiguous(), q = precision.contiguous();
+    const T* mp = m.const_data_ptr<T>();
+    const T* qp = q.const_data_ptr<T>();
+    for (int64_t i = 0; i < D; ++i) {
+      mu[i] = static_cast<A>(mp[i]);
+      for (int64_t j = 0; j < D; ++j)
+        p[i * width + j] = A(0.5) * (static_cast<A>(qp[i * D + j]) + static_cast<A>(qp[j * D + i]));
+    }
+  }
+  template <int kBand>
+  void bands(const A* d, A* s, int64_t D, int64_t stored) const {
+    for (int64_t column = 0; column < width; column += kBand * kLanes) {
+      Vec sum[kBand] = {};
+      for (int64_t j = 0; j < D; ++j) {
+        const A* row = p.data() + j * width + column;
+        for (int k = 0; k < kBand; ++k) {
+          Vec v;
+          std::memcpy(&v, row + k * kLanes, sizeof(Vec));  // an unaligned load
+          sum[k] += d[j] * v;
+        }
+      }
+      if (column + kBand * kLanes <= stored) {
+        std::memcpy(s + column, sum, sizeof(sum));
+      } else {  // the last band of a grad: g holds D values
+        A last[kBand * kLanes];
+        std::memcpy(last, sum, sizeof(sum));
+        for (int64_t i = 0; i < stored - column; ++i) s[column + i] = last[i];
+      }
+    }
+  }
+  // d = x − μ (D values) and s = Psym·d (its first `stored` values: D, or width).
+  void product(const A* x, A* d, A* s, int64_t D, int64_t stored) const {
+    for (int64_t j = 0; j < D; ++j) d[j] = x[j] - mu[j];
+    switch (band) {
+      case 1: return bands<1>(d, s, D, stored);
+      case 2: return bands<2>(d, s, D, stored);
+      case 4: return bands<4>(d, s, D, stored);
+      default: return bands<8>(d, s, D, stored);
+    }
+  }
+  void grad(const A* x, A* g, int64_t D) const {
+    A d[kCpuGaussianMaxD];
+    product(x, d, g, D, D);
+  }
+  A energy(const A* x, int64_t D) const {
+    A d[kCpuGaussianMaxD], s[kCpuGaussianMaxD];  // width <= kCpuGaussianMaxD: whole bands stored
+    product(x, d, s, D, width);
+    A e = 0;
+    for (int64_t i = 0; i < D; ++i) e += d[i] * s[i];
+    return A(0.5) * e;
+  }
+};
+
+}  // namespace ebm

@@ -1,0 +1,335 @@
+// Family `ebm`, CUDA: energies and scores of the local models (double_well, harmonic, rosenbrock,
+// rastrigin, ackley), a file of its own so that nvcc compiles it beside ebm.cu (design notes there).
+// They are memory-bound: a group of G lanes (power of two, <= 32) owns a row and reads it in 16-byte
+// vectors, so a warp reads 32 consecutive vectors (coalesced). Neighbours (Rosenbrock) come from the
+// next/previous lane by shuffle, row sums (energies, Ackley's statistics) reduce inside the group by
+// shuffles, and an energy is one store per row. Periodic terms use cospif/sinpif with the 2π folded
+// into the argument (ebm.h).
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "ebm.h"
+#include "ebm_rows.cuh"
+#include "elementwise.cuh"
+
+namespace ebm {
+
+// ---------------------------------------------------------------- local models: G lanes per row
+
+// This lane's chunk [c, c + V) of a row (zeros when the row or the chunk is outside). With
+// V > 1, D % V == 0, so a chunk is wholly inside or outside.
+template <typename T, int V>
+__device__ __forceinline__ jk::Vec<T, V> load_chunk(const T* xr, int c, bool inside) {
+  jk::Vec<T, V> v;
+  if (inside) {
+    v = *reinterpret_cast<const jk::Vec<T, V>*>(xr + c);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) v.val[k] = T(0);
+  }
+  return v;
+}
+
+// x[c + V] and x[c − 1] of a lane's chunk: from the neighbouring lane of the group by
+// shuffle; only the group's end lanes of a multi-chunk row read memory. Call from all lanes.
+template <typename A, typename T, int V>
+__device__ __forceinline__ A right_of(const jk::Vec<T, V>& v, const T* xr, int c, int l, int G, bool valid, int D) {
+  const A n = __shfl_down_sync(kFullMask, static_cast<A>(v.val[0]), 1, G);
+  if (l < G - 1) return n;
+  return valid && c + V < D ? static_cast<A>(xr[c + V]) : A(0);
+}
+
+template <typename A, typename T, int V>
+__device__ __forceinline__ A left_of(const jk::Vec<T, V>& v, const T* xr, int c, int l, int G, bool valid, int D) {
+  const A p = __shfl_up_sync(kFullMask, static_cast<A>(v.val[V - 1]), 1, G);
+  if (l > 0) return p;
+  return valid && c > 0 && c <= D ? static_cast<A>(xr[c - 1]) : A(0);
+}
+
+// Energy (out: (B,)) or score (out: (B, D)) of a local model. A group of G lanes owns a row
+// and walks it in `chunks` steps of G·V elements (warp-uniform, so the shuffles are too).
+// The score pass reuses the first chunk from the statistics pass (Ackley) instead of reading
+// it again: for rows up to G·V elements x is read exactly once.
+template <typename T, int V, bool kScore, typename M>
+__global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t B,
+                                                         int D, int G, M m) {
+  using A = at::opmath_type<T>;
+  using Vec = jk::Vec<T, V>;
+  const int lane = threadIdx.x & 31, l = lane & (G - 1), rows_per_warp = 32 / G;
+  const int chunks = (D + G * V - 1) / (G * V);
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t base = warp * rows_per_warp; base < B; base += n_warps * rows_per_warp) {
+    const int64_t row = base + lane / G;
+    const bool valid = row < B;
+    const T* xr = x + (valid ? row : 0) * D;
+    A s0 = 0, s1 = 0, e = 0;
+    Vec first;
+    if (M::kStats || !kScore) {
+      for (int k = 0; k < chunks; ++k) {
+        const int c = (k * G + l) * V;
+        const Vec v = load_chunk<T, V>(xr, c, valid && c < D);
+        if (k == 0) first = v;
+        A next = 0;
+        if (!kScore && M::kNeighbours) next = right_of<A>(v, xr, c, l, G, valid, D);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const int i = c + j;
+          if (valid && i < D) {
+            const A xi = static_cast<A>(v.val[j]);
+            m.stats(xi, s0, s1);
+            if (!kScore) e += m.term(xi, j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next, i + 1 < D);
+          }
+        }
+      }
+      if (M::kStats) {
+        s0 = group_sum(s0, G);
+        s1 = group_sum(s1, G);
+      }
+      if (!kScore) e = group_sum(e, G);
+    }
+    if (!kScore) {
+      if (valid && l == 0) out[row] = static_cast<T>(m.finish(e, s0, s1, D));
+      continue;
+    }
+    const RowConst<A> rc = m.prepare(s0, s1, D);
+    T* outr = out + (valid ? row : 0) * D;
+    for (int k = 0; k < chunks; ++k) {
+      const int c = (k * G + l) * V;
+      const bool inside = valid && c < D;
+      const Vec v = (M::kStats && k == 0) ? first : load_chunk<T, V>(xr, c, inside);
+      A prev = 0, next = 0;
+      if (M::kNeighbours) {
+        prev = left_of<A>(v, xr, c, l, G, valid, D);
+        next = right_of<A>(v, xr, c, l, G, valid, D);
+      }
+      if (!inside) continue;
+      Vec o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const int i = c + j;
+        const A xp = j > 0 ? static_cast<A>(v.val[j > 0 ? j - 1 : 0]) : prev;
+        const A xn = j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next;
+        o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v.val[j]), xn, i > 0, i + 1 < D, rc));
+      }
+      *reinterpret_cast<Vec*>(outr + c) = o;
+    }
+  }
+}
+
+template <typename T, int V, bool kScore, typename M>
+void launch_local_rows(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
+  const int64_t B = x.size(0), D = x.size(1);
+  const int64_t units = (D + V - 1) / V;
+  int G = 1;
+  while (G < units && G < 32) G *= 2;
+  constexpr int kThreads = 256;
+  const int64_t rows_per_block = (kThreads / 32) * (32 / G);
+  const auto kernel = local_rows_kernel<T, V, kScore, M>;
+  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
+  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
+                                                                     int(D), G, m);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------- local models, rows of G·V elements: tiles
+
+// Reduce-scatter inside a group of G lanes (l = lane in the group): a[u], u < U = G·K, are this
+// lane's partial sums of U rows; afterwards a[k], k < K, is the group's total of row l·K + k.
+// U − K shuffles (a butterfly all-reduce of every row would take U·log2(G)).
+template <int G, int U, typename A>
+__device__ __forceinline__ void group_reduce_scatter(A (&a)[U], int l) {
+#pragma unroll
+  for (int o = G / 2, S = U; o > 0; o >>= 1, S >>= 1) {  // S: entries still live
+    const bool hi = l & o;                                 // keep the upper half of a[0, S)
+#pragma unroll
+    for (int i = 0; i < S / 2; ++i) {
+      const A keep = hi ? a[S / 2 + i] : a[i];
+      const A send = hi ? a[i] : a[S / 2 + i];
+      a[i] = keep + __shfl_xor_sync(kFullMask, send, o);
+    }
+  }
+}
+
+// The inverse layout: a[k], k < K, is this lane's value of row l·K + k; afterwards every lane of
+// the group holds a[u] = the value of row u, u < U = G·K.
+template <int G, int U, typename A>
+__device__ __forceinline__ void group_all_gather(A (&a)[U], int l) {
+#pragma unroll
+  for (int o = 1, S = U / G; o < G; o <<= 1, S <<= 1) {  // S: entries live before this step
+    const bool hi = l & o;
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      const A mine = a[i];
+      const A other = __shfl_xor_sync(kFullMask, mine, o);
+      a[S + i] = hi ? mine : other;
+      a[i] = hi ? other : mine;
+    }
+  }
+}
+
+// Rows of exactly D = G·V elements (G = 2, 4, 8 lanes per row, one 16-byte vector each). A warp
+// takes 32·K rows per iteration: U = G·K loads per lane, all issued before any math (U·16 bytes
+// in flight per lane), load u = rows base + u·(32/G) + lane/G, i.e. 32 consecutive vectors per
+// warp (coalesced). Row sums reduce-scatter over the group, so lane l finishes rows l·K + k:
+// one finish() per row instead of one per lane, and all 32 lanes store (rows (l·K + k)·(32/G) + g:
+// for K = 1 a permutation of 32 consecutive rows, one coalesced store). Ackley's row
+// constants are prepared by that lane and all-gathered back. Neighbours (Rosenbrock) come from
+// the next/previous lane; the group's end lanes have none (the row ends there). Rows past B
+// run on zeros (the shuffles need every lane) and are never stored.
+template <typename T, int V, int G, int K, bool kScore, typename M>
+__global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t B, M m) {
+  using A = at::opmath_type<T>;
+  using Vec = jk::Vec<T, V>;
+  constexpr int D = G * V, U = G * K, kRpw = 32 / G, kRows = 32 * K;
+  const int lane = threadIdx.x & 31, l = lane & (G - 1), g = lane / G;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t base = warp * kRows; base < B; base += n_warps * kRows) {
+    Vec v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = base + u * kRpw + g;
+      if (row < B) {
+        v[u] = load16<Vec, !kScore>(x + row * D + l * V);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[u].val[j] = T(0);
+      }
+    }
+    if constexpr (!kScore) {
+      A e[U], s0[U], s1[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        e[u] = s0[u] = s1[u] = A(0);
+        A next = A(0);
+        if constexpr (M::kNeighbours) next = __shfl_down_sync(kFullMask, static_cast<A>(v[u].val[0]), 1, G);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A xi = static_cast<A>(v[u].val[j]);
+          if constexpr (M::kStats) m.stats(xi, s0[u], s1[u]);
+          if constexpr (M::kTerms) {
+            const A xn = j + 1 < V ? static_cast<A>(v[u].val[j + 1 < V ? j + 1 : j]) : next;
+            e[u] += m.term(xi, xn, j + 1 < V || l + 1 < G);
+          }
+        }
+      }
+      if constexpr (M::kTerms) group_reduce_scatter<G>(e, l);
+      if constexpr (M::kStats) {
+        group_reduce_scatter<G>(s0, l);
+        group_reduce_scatter<G>(s1, l);
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t row = base + (l * K + k) * kRpw + g;
+        if (row < B) out[row] = static_cast<T>(m.finish(e[k], s0[k], s1[k], D));
+      }
+    } else {
+      A c0[U], c1[U];  // the rows' RowConst
+      if constexpr (M::kStats) {
+        A s0[U], s1[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          s0[u] = s1[u] = A(0);
+#pragma unroll
+          for (int j = 0; j < V; ++j) m.stats(static_cast<A>(v[u].val[j]), s0[u], s1[u]);
+        }
+        group_reduce_scatter<G>(s0, l);
+        group_reduce_scatter<G>(s1, l);
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          const RowConst<A> rc = m.prepare(s0[k], s1[k], D);
+          c0[k] = rc.c0;
+          c1[k] = rc.c1;
+        }
+        group_all_gather<G>(c0, l);
+        group_all_gather<G>(c1, l);
+      } else {
+        const RowConst<A> rc = m.prepare(A(0), A(0), D);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          c0[u] = rc.c0;
+          c1[u] = rc.c1;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        A prev = A(0), next = A(0);
+        if constexpr (M::kNeighbours) {
+          prev = __shfl_up_sync(kFullMask, static_cast<A>(v[u].val[V - 1]), 1, G);
+          next = __shfl_down_sync(kFullMask, static_cast<A>(v[u].val[0]), 1, G);
+        }
+        const RowConst<A> rc{c0[u], c1[u]};
+        Vec o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A xp = j > 0 ? static_cast<A>(v[u].val[j > 0 ? j - 1 : 0]) : prev;
+          const A xn = j + 1 < V ? static_cast<A>(v[u].val[j + 1 < V ? j + 1 : j]) : next;
+          o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v[u].val[j]), xn, j > 0 || l > 0, j + 1 < V || l + 1 < G, rc));
+        }
+        const int64_t row = base + u * kRpw + g;
+        if (row < B) *reinterpret_cast<Vec*>(out + row * D + l * V) = o;
+      }
+    }
+  }
+}
+
+template <typename T, int V, int G, bool kScore, typename M>
+void launch_local_tile(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
+  // Scores of the polynomial models keep two tiles of rows in flight per lane group (8 vectors per
+  // lane at D = 16 float32): 3-4% faster on the H200, where Rastrigin's and Ackley's scores, with
+  // their sines and exponentials, were 4-7% slower that way (session-6 A/B, results/session6/ebm_ab.log).
+  constexpr int K = (G >= 4 ? 1 : 4 / G) * (kScore && M::kPolynomial ? 2 : 1), kThreads = 256;
+  const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
+  // One tile per block up to SMs × 256 blocks (past that they loop), as jk::cuda_elementwise
+  // launches (relu_add: ~100% of the copy floor). With a one-wave grid-stride grid
+  // (resident_grid) the harmonic score, the same loads and stores, measured 85% on the H200
+  // (torch.compile's flat kernel ~93%); short blocks also leave no partial last round.
+  const int64_t blocks = grid_size(B, rows_per_block, x.get_device(), 256);
+  const auto kernel = local_tile_kernel<T, V, G, K, kScore, M>;
+  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(),
+                                                                     B, m);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Calls f(std::true_type{}) or f(std::false_type{}): a run-time flag as a compile-time one.
+template <typename F>
+void with_flag(bool flag, F&& f) {
+  flag ? f(std::true_type{}) : f(std::false_type{});
+}
+
+// One local model's energies or scores. The `if constexpr` lives here, in a function template:
+// nvcc 13.0 builds a kernel launched from an `if constexpr` written directly in a generic lambda,
+// but the launch fails with "invalid device function" (session 11, results/session11/probe).
+template <typename T, bool kScore, typename M>
+void launch_local_model(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
+  if constexpr (kScore && !M::kStats && !M::kNeighbours) {
+    // Separable: each element's score alone, on the shared elementwise launcher. Against the row
+    // tiles (session 11 A/B, results/session11/ab_flat.log): float32 the same within 0.5%,
+    // Rastrigin's bfloat16 score 7% faster.
+    jk::cuda_elementwise<T>(out, SeparableScore<M>{m}, x);
+  } else {  // (else: the row kernels of separable scores are never built)
+    constexpr int kV = 16 / sizeof(T);
+    const int64_t D = x.size(1);
+    const bool vec = D % kV == 0 && aligned16(x.const_data_ptr()) && (!kScore || aligned16(out.data_ptr()));
+    const auto tile = [&](auto groups) { launch_local_tile<T, kV, decltype(groups)::value, kScore, M>(x, out, m); };
+    if (vec && with_row_vectors(D, kV, tile)) return;
+    vec ? launch_local_rows<T, kV, kScore>(x, out, m) : launch_local_rows<T, 1, kScore>(x, out, m);
+  }
+}
+
+void local_rows_cuda(const at::TensorBase& x, const at::TensorBase& out, const ModelSpec& spec, bool score) {
+  c10::cuda::CUDAGuard guard(x.device());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_local_cuda", [&] {
+    using T = scalar_t;
+    with_local_model<at::opmath_type<T>>(spec.kind, spec.p, [&](auto m) {
+      with_flag(score, [&](auto score_flag) { launch_local_model<T, decltype(score_flag)::value>(x, out, m); });
+    });
+  });
+}
+
+}  // namespace ebm
