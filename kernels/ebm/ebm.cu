@@ -3,12 +3,8 @@
 // only launches kernels, which keeps its includes, and so its cold nvcc time, small.
 //
 // Design (B rows of width D; floors from ANCHORS.md, B = 2^21, D = 16, float32):
-// - Energies/scores of the local models (double_well, harmonic, rosenbrock, rastrigin,
-//   ackley) are memory-bound: a group of G lanes (power of two, <= 32) owns a row and reads
-//   it in 16-byte vectors, so a warp reads 32 consecutive vectors (coalesced). Neighbours
-//   (Rosenbrock) come from the next/previous lane by shuffle, row sums (energies, Ackley's
-//   statistics) reduce inside the group by shuffles, and an energy is one store per row.
-//   Periodic terms use cospif/sinpif with the 2π folded into the argument (ebm.h).
+// - Energies/scores of the local models (double_well, harmonic, rosenbrock, rastrigin, ackley):
+//   memory-bound, a group of lanes per row, in ebm_local.cu.
 // - The Gaussian ½dᵀPd for D <= 64: a lane group per row (16-byte loads), the row gathered by
 //   shuffles, ½(P + Pᵀ) padded in shared memory (kernel comment below); float32 rows of 16 on
 //   the tensor cores (gaussian16_mma_kernel); wider D: matmul (.cpp).

@@ -3,8 +3,8 @@
 // They are memory-bound: a group of G lanes (power of two, <= 32) owns a row and reads it in 16-byte
 // vectors, so a warp reads 32 consecutive vectors (coalesced). Neighbours (Rosenbrock) come from the
 // next/previous lane by shuffle, row sums (energies, Ackley's statistics) reduce inside the group by
-// shuffles, and an energy is one store per row. Periodic terms use cospif/sinpif with the 2π folded
-// into the argument (ebm.h).
+// shuffles, and an energy is one store per row. Periodic terms take cos(πt), sin(πt) with the 2 folded
+// into t (ebm.h: cos_pi).
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 

@@ -49,6 +49,7 @@ __device__ __forceinline__ V load16(const void* p) {
   return *reinterpret_cast<const V*>(&u);
 }
 
+// The sum of v over this lane's group of G lanes (a power of two, <= 32), in every lane of the group.
 template <typename A>
 __device__ __forceinline__ A group_sum(A v, int G) {
   for (int offset = G / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
