@@ -151,6 +151,26 @@ def test_every_cu_file_of_a_family_joins_its_cuda_half(tmp_path):
     assert loader._Spec("scratch", root, cuda=True).key != with_cuda.key
 
 
+def test_every_cpp_file_of_a_family_joins_its_cpp_half(tmp_path):
+    """Likewise .cpp files (ebm's chains, session 27): an op defined in a second file of the family is
+    compiled, linked and runs."""
+    root = tmp_path / "kernels"
+    folder = root / "scratch"
+    folder.mkdir(parents=True)
+    (folder / "scratch.cpp").write_text(textwrap.dedent("""\
+        #include "jk.h"
+        at::Tensor add_constant(const at::Tensor& x);  // scratch_more.cpp
+        JK_LIBRARY(m) { m.def("add_constant(Tensor x) -> Tensor"); }
+        JK_LIBRARY_IMPL(CPU, m) { m.impl("add_constant", &add_constant); }
+        """))
+    (folder / "scratch_more.cpp").write_text('#include <ATen/core/Tensor.h>\n'
+                                             'at::Tensor add_constant(const at::Tensor& x) { return x.add(3.0); }\n')
+    assert [p.name for p in loader._Spec("scratch", root, cuda=False).sources()] == ["scratch.cpp", "scratch_more.cpp"]
+    result = run_python(LOAD_AND_CHECK, root, tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    assert "value 3.0" in result.stdout
+
+
 def test_warm_load_runs_no_compiler_and_prints_nothing(built):
     root, cache = built
     result = run_python("""
