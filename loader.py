@@ -74,13 +74,14 @@ def _host_vector_flags(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
 VISIBILITY_FLAGS = ["-fvisibility=hidden", "-fvisibility-inlines-hidden"]
 CXX_FLAGS = ["-O3", "-fno-math-errno", "-fno-trapping-math", *(["-fopenmp"] if torch._C.has_openmp else []),
              *_host_vector_flags(), *VISIBILITY_FLAGS]
-# ptxas --split-compile=0 (CUDA 12+): ptxas compiles a file's kernels on every core instead of one; its
-# machine code is the same, function for function (session 27: ebm_hmc.cu's SASS compared). nvcc's own
-# --split-compile also splits cicc's optimizer, whose partitions made ~10% longer code and the HMC chain 11%
-# slower, so it is not used. "--threads 0": the archs of a multi-arch build compile at once.
-# (-O3 is nvcc's host-code level; device code is optimized regardless.)
+# ptxas --split-compile=0: ptxas compiles a file's kernels on every core instead of one; its machine code
+# is the same, function for function (session 27: ebm.cu's, ebm_langevin.cu's and ebm_hmc.cu's SASS
+# compared). nvcc's own --split-compile also splits cicc's optimizer, whose partitions made ~10% longer
+# code and the HMC chain 11% slower, so it is not used. "--threads 0": the archs of a multi-arch build
+# compile at once. Only with CUDA 13 (nvcc's major is torch's, loader_build checks): the toolkit these
+# flags were tried with. (-O3 is nvcc's host-code level; device code is optimized regardless.)
 _CUDA_MAJOR = int((torch.version.cuda or "0").split(".")[0])
-_PARALLEL_NVCC = ["-Xptxas", "--split-compile=0", "--threads", "0"] if _CUDA_MAJOR >= 12 else []
+_PARALLEL_NVCC = ["-Xptxas", "--split-compile=0", "--threads", "0"] if _CUDA_MAJOR >= 13 else []
 CUDA_FLAGS = ["-O3", "--expt-relaxed-constexpr", *(flag for v in VISIBILITY_FLAGS for flag in ("-Xcompiler", v)),
               *_PARALLEL_NVCC]
 # The GPU image's compiler (CXX=/opt/gcc/bin/g++) links libstdc++ statically, and every library then
