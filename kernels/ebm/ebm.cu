@@ -19,11 +19,12 @@
 //   Philox call, no memory traffic between steps. Random numbers: subsequence = row,
 //   counter = offset/4 + step-local index, so every (row, step, element) has its own draw and
 //   the chain reserves exactly n_steps·ceil(D/4)·4 draws per row (HMC: + 4 per step).
-// - Files: the local models' kernels are in ebm_local.cu, the chain kernels in ebm_langevin.cu and
-//   ebm_hmc.cu, the pieces they share (row vectors, lane groups, the whole-row machinery of the chains
-//   and of the Gaussian here) in ebm_rows.cuh. nvcc compiles a file in one process, and cicc, its
-//   optimizer, on one core: the 72 chain instantiations (session 20) and the ~160 of the local models
-//   (session 27) were most of this file's compile time; as four files, ninja compiles them at once.
+// - Files: the local models' kernels are in ebm_local.cu, the chain kernels in ebm_langevin.cu (float32;
+//   float64: ebm_langevin_f64.cu; both from ebm_langevin.cuh) and ebm_hmc.cu, the pieces they share (row
+//   vectors, lane groups, the whole-row machinery of the chains and of the Gaussian here) in ebm_rows.cuh.
+//   nvcc compiles a file in one process, and cicc, its optimizer, on one core: the 72 chain
+//   instantiations (session 20) and the ~160 of the local models (session 27) were most of this file's
+//   compile time; as five files, ninja compiles them at once.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 

@@ -1,75 +1,26 @@
-// Family `ebm`, CUDA: langevin_chain, the whole chain in one launch for the analytic models (design
-// notes in ebm.cu). A file of its own so that it compiles beside ebm.cu and ebm_hmc.cu (ebm_rows.cuh).
+// Family `ebm`, CUDA: langevin_chain's launcher, and its float32 kernels (ebm_langevin.cuh; the float64
+// ones are in ebm_langevin_f64.cu).
 #include <ATen/Dispatch.h>
 
-#include "ebm_rows.cuh"
-#include "philox_cuda.cuh"
+#include "ebm_langevin.cuh"
 
 namespace ebm {
 
-template <typename T, int kD, typename M>
-__global__ void __launch_bounds__(kTileRows<kD>) langevin_chain_kernel(const T* __restrict__ x_in, T* __restrict__ x_out,
-                                                                       T* __restrict__ traj, int64_t B, int D, M m,
-                                                                       const T* __restrict__ mean,
-                                                                       const T* __restrict__ prec, int64_t n_steps,
-                                                                       LangevinUpdate<T> upd, int64_t thin,
-                                                                       at::PhiloxCudaState state) {
-  constexpr int R = kTileRows<kD>;
-  __shared__ ChainShared<T, kD, M> sh;
-  __shared__ Tile<T, kD, R> tile;
-  const RowModel<T, kD, M> model = make_row_model<T, kD>(sh, m, mean, prec, D);
-  const jk::PhiloxSeed seed = jk::unpack_philox(state);
-  const int64_t nq = (D + 3) / 4;
-  // Block-uniform loop over tiles (the tile copies synchronize the block); rows past B run
-  // on padding and are never stored.
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * R; r0 < B; r0 += static_cast<int64_t>(gridDim.x) * R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, B - r0));
-    const int64_t row = r0 + threadIdx.x;
-    T x[kD], g[kD];
-    tile.load(x, x_in, r0, rows, D);
-    int64_t until_save = thin, saved = 0;
-    for (int64_t step = 0; step < n_steps; ++step) {
-      model.grad(x, g);
-      const uint64_t counter = seed.offset / 4 + step * nq;
-#pragma unroll
-      for (int q = 0; q < kD / 4; ++q) {
-        if (4 * q < D) {
-          const jk::Float4 z = jk::normal4(seed.seed, counter + q, row);
-#pragma unroll
-          for (int k = 0; k < 4; ++k)
-            if (4 * q + k < D) x[4 * q + k] = upd(x[4 * q + k], g[4 * q + k], static_cast<T>(lane(z, k)));
-        }
-      }
-      if (thin > 0 && --until_save == 0) {
-        tile.store(x, traj + saved++ * B * D, r0, rows, D);
-        until_save = thin;
-      }
-    }
-    tile.store(x, x_out, r0, rows, D);
-  }
-}
+extern template void launch_langevin_chain<double>(const at::TensorBase& x, const at::TensorBase& out,
+                                                   const at::TensorBase& traj, const ModelSpec& spec,
+                                                   const at::TensorBase& mean, const at::TensorBase& precision,
+                                                   int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
+                                                   const at::PhiloxCudaState& philox);  // ebm_langevin_f64.cu
 
 void langevin_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& traj,
                          const ModelSpec& spec, const at::TensorBase& mean, const at::TensorBase& precision,
                          int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
                          const std::optional<at::Generator>& generator) {
   c10::cuda::CUDAGuard guard(x.device());
-  const int64_t B = x.size(0), D = x.size(1);
+  const int64_t D = x.size(1);
   const at::PhiloxCudaState philox = jk::cuda_philox_state(uint64_t(n_steps) * ((D + 3) / 4) * 4, generator);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_langevin_chain_cuda", [&] {
-    using T = scalar_t;
-    constexpr int kMax = std::is_same<T, double>::value ? 32 : 64;  // cuda_langevin_max_d
-    const LangevinUpdate<T> upd{T(u.a), T(u.tau), T(u.lo), T(u.hi), u.clamp};
-    with_chain_model<T>(spec, [&](auto m) {
-      with_tier<kMax>(D, [&](auto tier) {
-        constexpr int kD = decltype(tier)::value;
-        const int64_t blocks = grid_size(B, kTileRows<kD>, x.get_device(), 16);
-        langevin_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, c10::cuda::getCurrentCUDAStream()>>>(
-            x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, int(D), m,
-            data_or_null<T>(mean), data_or_null<T>(precision), n_steps, upd, thin, philox);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      });
-    });
+    launch_langevin_chain<scalar_t>(x, out, traj, spec, mean, precision, n_steps, u, thin, philox);
   });
 }
 

@@ -1,8 +1,8 @@
 // ebm's CUDA half, the parts its translation units share: grid sizing, 16-byte row vectors and lane
 // groups (ebm.cu's Gaussian and ebm_local.cu's local models), width tiers, the block tile that stages
 // rows through shared memory, and a model's view of a row held in registers (used by ebm.cu's Gaussian
-// for D <= 64 and by the one-launch chains in ebm_langevin.cu and ebm_hmc.cu). The kernels live in
-// four files so that nvcc, one process per file, compiles them at once (ebm.cu says why).
+// for D <= 64 and by the one-launch chains in ebm_langevin.cuh and ebm_hmc.cu). The kernels live in
+// five files so that nvcc, one process per file, compiles them at once (ebm.cu says why).
 #pragma once
 #include <ATen/core/TensorBase.h>
 
