@@ -12,6 +12,9 @@
 
 namespace jk {
 
+// Whether p may be read or written as 16-byte vectors.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 template <typename T, int kVec>
 struct alignas(sizeof(T) * kVec) Vec {
   T val[kVec];
@@ -87,7 +90,7 @@ cudaError_t launch_elementwise(cudaStream_t stream, T* out, int64_t n, Op op, co
   if (error == cudaSuccess) error = query_multiprocessor_count(device, &multiprocessors);
   if (error != cudaSuccess) return error;
   constexpr int kVec = 16 / sizeof(T);
-  const bool aligned = ((reinterpret_cast<uintptr_t>(out) % 16) | ... | (reinterpret_cast<uintptr_t>(in) % 16)) == 0;
+  const bool aligned = aligned16(out) && (aligned16(in) && ...);
   const int64_t vectors = aligned ? n / kVec : n;
   // One tile per block up to a cap; past it the blocks loop (grid-stride over tiles).
   const int64_t max_blocks = static_cast<int64_t>(multiprocessors) * 256;

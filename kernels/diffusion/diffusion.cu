@@ -279,7 +279,7 @@ void step_cuda(const at::TensorBase& out, const at::TensorBase& m, const at::Ten
   c10::cuda::CUDAGuard guard(out.device());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "diffusion_step_cuda", [&] {
     constexpr int kItem = std::max<int>(16 / sizeof(scalar_t), 4);
-    auto aligned = [](const at::TensorBase& t) { return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0; };
+    auto aligned = [](const at::TensorBase& t) { return jk::aligned16(t.const_data_ptr()); };
     const bool vector = out.numel() / x.size(0) % kItem == 0 && aligned(out) && aligned(m) && aligned(x) &&
                         (noise == nullptr || aligned(*noise));
     if (vector) {

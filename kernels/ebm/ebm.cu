@@ -472,7 +472,8 @@ bool launch_gaussian16_mma(const at::TensorBase& x, const at::TensorBase& mean, 
   constexpr int kEnergyTiles = 2, kScoreTiles = 4, kThreads = 256;
   // A build for archs before sm_80 alone compiles the mma out.
   if (jk::ptx_version(gaussian16_mma_kernel<true, kScoreTiles>, x.get_device()) < 80 ||
-      !aligned16(x.const_data_ptr()) || !aligned16(mean.const_data_ptr()) || (score && !aligned16(out.data_ptr()))) {
+      !jk::aligned16(x.const_data_ptr()) || !jk::aligned16(mean.const_data_ptr()) ||
+      (score && !jk::aligned16(out.data_ptr()))) {
     return false;
   }
   const auto kernel = score ? gaussian16_mma_kernel<true, kScoreTiles> : gaussian16_mma_kernel<false, kEnergyTiles>;
@@ -513,13 +514,13 @@ void gaussian_rows_cuda(const at::TensorBase& x, const at::TensorBase& mean, con
       score ? launch_gaussian_tile<T, kV, G, true>(x, mean, prec, out)
             : launch_gaussian_tile<T, kV, G, false>(x, mean, prec, out);
     };
-    const bool vectors = D % kV == 0 && aligned16(x.const_data_ptr()) && (!score || aligned16(out.data_ptr()));
+    const bool vectors = D % kV == 0 && jk::aligned16(x.const_data_ptr()) && (!score || jk::aligned16(out.data_ptr()));
     if (vectors && with_row_vectors(D, kV, tile)) return;
     with_tier<64>(D, [&](auto tier) {  // cuda_gaussian_max_d
       constexpr int kD = decltype(tier)::value;
       constexpr int V = int(16 / sizeof(T)) < kD ? int(16 / sizeof(T)) : kD;
       constexpr int kThreads = 256;
-      const bool vec = D == kD && aligned16(x.const_data_ptr()) && aligned16(out.data_ptr());
+      const bool vec = D == kD && jk::aligned16(x.const_data_ptr()) && jk::aligned16(out.data_ptr());
       const int64_t rows_per_block = (kThreads / 32) * (32 / (kD / V));
       const auto kernel = score ? gaussian_rows_kernel<T, kD, true> : gaussian_rows_kernel<T, kD, false>;
       const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());

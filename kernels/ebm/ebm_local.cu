@@ -315,7 +315,7 @@ void launch_local_model(const at::TensorBase& x, const at::TensorBase& out, cons
   } else {  // (else: the row kernels of separable scores are never built)
     constexpr int kV = 16 / sizeof(T);
     const int64_t D = x.size(1);
-    const bool vec = D % kV == 0 && aligned16(x.const_data_ptr()) && (!kScore || aligned16(out.data_ptr()));
+    const bool vec = D % kV == 0 && jk::aligned16(x.const_data_ptr()) && (!kScore || jk::aligned16(out.data_ptr()));
     const auto tile = [&](auto groups) { launch_local_tile<T, kV, decltype(groups)::value, kScore, M>(x, out, m); };
     if (vec && with_row_vectors(D, kV, tile)) return;
     vec ? launch_local_rows<T, kV, kScore>(x, out, m) : launch_local_rows<T, 1, kScore>(x, out, m);

@@ -26,8 +26,6 @@ inline int64_t grid_size(int64_t work, int64_t per_block, int device, int per_sm
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Blocks of `threads` threads for `want` blocks of work in a grid-stride kernel: at most one
 // wave of what fits on the GPU at once (from the kernel's registers and shared memory), so no
 // block waits for a second wave while the first idles on its last rows (grid-stride loops

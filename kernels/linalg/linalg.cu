@@ -26,7 +26,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "elementwise.cuh"  // jk::multiprocessor_count
+#include "elementwise.cuh"  // jk::multiprocessor_count, jk::aligned16
 #include "linalg.h"
 
 namespace linalg {
@@ -407,8 +407,8 @@ void split_bf16x3_cuda(const at::TensorBase& x, double scale, double shift, cons
   auto* left_ptr = left.defined() ? reinterpret_cast<__nv_bfloat16*>(left.mutable_data_ptr<at::BFloat16>()) : nullptr;
   auto* right_ptr = right.defined() ? reinterpret_cast<__nv_bfloat16*>(right.mutable_data_ptr<at::BFloat16>()) : nullptr;
   // Row starts are 16-byte (x) and 8-byte (pieces) aligned when n % 4 == 0 and the buffers are.
-  const bool vec4 = n % 4 == 0 && reinterpret_cast<uintptr_t>(x_ptr) % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(left_ptr) % 8 == 0 && reinterpret_cast<uintptr_t>(right_ptr) % 8 == 0;
+  const bool vec4 = n % 4 == 0 && jk::aligned16(x_ptr) && reinterpret_cast<uintptr_t>(left_ptr) % 8 == 0 &&
+                    reinterpret_cast<uintptr_t>(right_ptr) % 8 == 0;
   const int64_t row_vectors = vec4 ? n / 4 : n;
   int tx = 32;
   while (tx < kThreads && tx < row_vectors) tx *= 2;  // short rows: several rows per block
@@ -431,11 +431,10 @@ void split_bf16x3_cuda(const at::TensorBase& x, double scale, double shift, cons
 void kron_cuda(const at::TensorBase& out, const at::TensorBase& A, const at::TensorBase& B) {
   const c10::cuda::CUDAGuard guard(out.device());
   const int64_t cols = A.size(2) * B.size(2), q = B.size(2);
-  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "kron_cuda", [&] {
     constexpr int vec = 16 / sizeof(scalar_t);
-    if (cols % vec == 0 && aligned16(out.const_data_ptr())) {
-      if (q % vec == 0 && aligned16(B.const_data_ptr())) {
+    if (cols % vec == 0 && jk::aligned16(out.const_data_ptr())) {
+      if (q % vec == 0 && jk::aligned16(B.const_data_ptr())) {
         launch_kron<scalar_t, vec, true>(out, A, B);  // common case: vector loads of B rows
       } else {
         launch_kron<scalar_t, vec, false>(out, A, B);

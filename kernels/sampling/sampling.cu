@@ -31,7 +31,7 @@
 #include <numeric>
 
 #include "dependent_launch.cuh"
-#include "elementwise.cuh"  // jk::multiprocessor_count
+#include "elementwise.cuh"  // jk::multiprocessor_count, jk::aligned16
 #include "philox_cuda.cuh"
 #include "reduce.cuh"
 #include "sampling.h"
@@ -148,7 +148,7 @@ void normal_cuda(const at::TensorBase& out, const at::TensorBase& mean, const at
     const int64_t blocks = (stride + kNormalThreads - 1) / kNormalThreads;
     const at::PhiloxCudaState philox = jk::cuda_philox_state(static_cast<uint64_t>(calls) * 4, generator);
     scalar_t* out_ptr = out.mutable_data_ptr<scalar_t>();
-    const bool vector = reinterpret_cast<uintptr_t>(out_ptr) % 16 == 0;
+    const bool vector = jk::aligned16(out_ptr);
     kernel<<<blocks, kNormalThreads, 0, stream>>>(out_ptr, mean.const_data_ptr<P>(), std.const_data_ptr<P>(), total,
                                                   d, stride, vector, philox);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
