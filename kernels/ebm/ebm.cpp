@@ -126,6 +126,13 @@ inline void transpose8x8(__m256 (&r)[8]) {
 // AVX registers; element by element, the transposition cost more than the energies themselves.
 template <typename T, typename A>
 void rows_to_lanes(const T* rows, int64_t D, A* lanes) {
+  if constexpr (jk::kReducedFloat<T>) {  // widened in one vectorized pass, then transposed as floats
+    A wide[kRowLanes * kCpuGaussianMaxD];
+    if (D <= kCpuGaussianMaxD) {
+      jk::widen(rows, wide, kRowLanes * D);
+      return rows_to_lanes(static_cast<const A*>(wide), D, lanes);
+    }
+  }
   int64_t c = 0;
 #if defined(__AVX__)
   if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kRowLanes == 8) {
@@ -143,6 +150,13 @@ void rows_to_lanes(const T* rows, int64_t D, A* lanes) {
 
 template <typename T, typename A>
 void lanes_to_rows(const A* lanes, int64_t D, A scale, T* rows) {
+  if constexpr (jk::kReducedFloat<T>) {  // transposed as floats, then narrowed in one vectorized pass
+    A wide[kRowLanes * kCpuGaussianMaxD];
+    if (D <= kCpuGaussianMaxD) {
+      lanes_to_rows(lanes, D, scale, wide);
+      return jk::narrow(static_cast<const A*>(wide), rows, kRowLanes * D);
+    }
+  }
   int64_t c = 0;
 #if defined(__AVX__)
   if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kRowLanes == 8) {
@@ -234,9 +248,12 @@ at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Te
   check_gaussian_args(x, mean, precision);
   const int64_t D = x.size(1);
   const int64_t max_d = x.is_cuda() ? cuda_gaussian_max_d(x.scalar_type() == at::kDouble) : kCpuGaussianMaxD;
-  // On the CPU, float32 and float64 rows go through BLAS at every width: 4-13x faster than the row
-  // loops from D = 16 (measured on 2 cores, B = 2^16-2^18), ~5 µs slower only for a handful of rows.
-  const bool cpu_blas = x.is_cpu() && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble);
+  // On the CPU, float64 rows and float32 rows wider than kCpuFloatRowsMaxD go through BLAS. The row loops,
+  // 8 rows at a time (GaussRows' lane-wise path), against BLAS on 2 cores (B = 32768, float32): D = 16
+  // score 160 against 170-1360 µs (a skinny product that BLAS runs slowly, and unevenly), D = 48 about even,
+  // D = 64 2.3 against 1.8 ms; float64 rows (4 to a vector) 2.6-3.5x slower than BLAS.
+  const bool cpu_blas = x.is_cpu() && (x.scalar_type() == at::kDouble ||
+                                       (x.scalar_type() == at::kFloat && D > kCpuFloatRowsMaxD));
   if (D > max_d || cpu_blas) return gaussian_matmul(x, mean, precision, !score);  // ATen ops: Meta included
   at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
   if (x.is_meta() || x.size(0) == 0) return out;

@@ -211,6 +211,7 @@ inline int64_t cuda_gaussian_max_d(bool) { return 64; }
 inline int64_t cuda_langevin_max_d(bool is_double) { return is_double ? 32 : 64; }
 inline int64_t cuda_hmc_max_d(bool is_double) { return is_double ? 16 : 32; }
 constexpr int64_t kCpuGaussianMaxD = 64;  // wider Gaussian rows on the CPU: a matrix product (BLAS)
+constexpr int64_t kCpuFloatRowsMaxD = 48;  // and float32 rows wider than this (ebm.cpp: gaussian_op)
 
 // Element k (0..3) of four normals.
 C10_HOST_DEVICE inline float lane(const jk::Float4& z, int k) {
