@@ -337,13 +337,14 @@ def test_superseded_builds_are_deleted_but_the_most_recent_few(tmp_path, monkeyp
 
 
 def test_prebuild_builds_missing_families_side_by_side_in_child_processes(tmp_path, monkeypatch, capsys):
-    """With cores to spare, prebuild compiles the uncached families in child processes at once; a broken
-    one is reported, not raised (its load raises), and cached ones are not rebuilt. Below 8 CPUs it
-    leaves every build to load."""
+    """With cores to spare, prebuild compiles the uncached families in child processes at once, the
+    biggest sources first; a broken one is reported, not raised (its load raises), and cached ones are
+    not rebuilt. Below 8 CPUs it leaves every build to load."""
     monkeypatch.setenv("JITKERNELS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("JITKERNELS_CUDA", "0")
     root = make_scratch_root(tmp_path, value=1.0, name="first")
     make_scratch_root(tmp_path, value=2.0, name="second")
+    (root / "second" / "second.h").write_text("// a header that makes second the biggest family\n" * 20)
     make_scratch_root(tmp_path, name="broken")
     (root / "broken" / "broken.cpp").write_text("this is not C++\n")
 
@@ -354,6 +355,7 @@ def test_prebuild_builds_missing_families_side_by_side_in_child_processes(tmp_pa
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     loader.prebuild(root=root)
     log = capsys.readouterr().err
+    assert "building second, first, broken: up to 2 at once" in log  # started in that order
     assert "first built" in log and "second built" in log and "broken failed" in log
     specs = [loader._Spec(name, root) for name in ("first", "second")]
     assert all(spec.cached_build_complete() for spec in specs)
