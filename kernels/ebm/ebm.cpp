@@ -251,7 +251,7 @@ at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Te
   // On the CPU, float64 rows and float32 rows wider than kCpuFloatRowsMaxD go through BLAS. The row loops,
   // 8 rows at a time (GaussRows' lane-wise path), against BLAS on 2 cores (B = 32768, float32): D = 16
   // score 160 against 170-1360 µs (a skinny product that BLAS runs slowly, and unevenly), D = 48 about even,
-  // D = 64 2.3 against 1.8 ms; float64 rows (4 to a vector) 2.6-3.5x slower than BLAS.
+  // D = 64 2.3 against 1.8 ms; float64 rows (lane vectors of 8 doubles, two AVX registers) 2.6-3.5x slower.
   const bool cpu_blas = x.is_cpu() && (x.scalar_type() == at::kDouble ||
                                        (x.scalar_type() == at::kFloat && D > kCpuFloatRowsMaxD));
   if (D > max_d || cpu_blas) return gaussian_matmul(x, mean, precision, !score);  // ATen ops: Meta included
