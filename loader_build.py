@@ -45,18 +45,20 @@ def build_at_once(names: list[str], root: Path) -> None:
     machine with cores to spare builds the next families beside it instead of after it. Up to one
     family per 4 CPUs at once; with fewer than 8 CPUs nothing here (load builds each in turn).
     Outcomes are printed, not raised: load() of a family that failed builds it again and raises."""
-    missing = []
+    specs = []
     for name in names:
         with contextlib.suppress(ValueError):  # not a family: load(name) says so
-            if not _Spec(name, root).cached_build_complete():
-                missing.append(name)
-    # The biggest families first (most source bytes: on the GPU machine they take longest), so the last
+            spec = _Spec(name, root)
+            if not spec.cached_build_complete():
+                specs.append(spec)
+    slots = (os.cpu_count() or 1) // 4
+    if len(specs) < 2 or slots < 2 or not sys.executable:  # (no interpreter to start: an embedded Python)
+        return
+    # The biggest families first (most bytes to compile: on the GPU machine they take longest), so the last
     # one to start is a quick one: session 27's run started sampling (~20 s) last, after fused, and
     # finished at 39.4 s where ebm alone was done at 35.9 s.
-    missing.sort(key=lambda name: -_source_bytes(root / name))
-    slots = (os.cpu_count() or 1) // 4
-    if len(missing) < 2 or slots < 2 or not sys.executable:  # (no interpreter to start: an embedded Python)
-        return
+    specs.sort(key=lambda spec: -sum(source.stat().st_size for source in spec.sources()))
+    missing = [spec.name for spec in specs]
     print(f"[jitkernels] building {', '.join(missing)}: up to {slots} at once, one process each",
           file=sys.stderr, flush=True)
     start, waiting, running = time.perf_counter(), list(missing), {}
@@ -78,12 +80,6 @@ def build_at_once(names: list[str], root: Path) -> None:
         for child in running.values():
             child.kill()
             child.wait()
-
-
-def _source_bytes(family_dir: Path) -> int:
-    """Bytes of the family's C++ and CUDA sources: how long its build takes, roughly."""
-    return sum(entry.stat().st_size for entry in os.scandir(family_dir)
-               if entry.is_file() and entry.name.endswith((".cpp", ".cu", ".h", ".cuh")))
 
 
 def _verbose() -> bool:

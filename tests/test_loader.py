@@ -344,7 +344,8 @@ def test_prebuild_builds_missing_families_side_by_side_in_child_processes(tmp_pa
     monkeypatch.setenv("JITKERNELS_CUDA", "0")
     root = make_scratch_root(tmp_path, value=1.0, name="first")
     make_scratch_root(tmp_path, value=2.0, name="second")
-    (root / "second" / "second.h").write_text("// a header that makes second the biggest family\n" * 20)
+    with open(root / "second" / "second.cpp", "a") as source:  # second: the most bytes to compile
+        source.write("// padding\n" * 100)
     make_scratch_root(tmp_path, name="broken")
     (root / "broken" / "broken.cpp").write_text("this is not C++\n")
 
