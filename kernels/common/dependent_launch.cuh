@@ -5,11 +5,11 @@
 // let_next_kernel_launch() to let it start early. Without the launch attribute (or before sm_90) both
 // are no-ops and the stream order is the usual. CUDA graphs capture the dependency.
 #pragma once
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
+
+#include "cuda_launch.cuh"
 
 namespace jk {
 
@@ -42,13 +42,14 @@ __device__ __forceinline__ void let_next_kernel_launch() {
 // family's kernels share it (one arch list per build), so it is kept per kernel signature and device,
 // asked once.
 template <typename... Params>
-int ptx_version(void (*kernel)(Params...), int device) {
+int ptx_version(const CudaLaunch& launch, void (*kernel)(Params...)) {
   static std::atomic<int> known[64];  // 0: not asked yet
+  const int device = launch.device;
   if (device < 0 || device >= 64) return 0;
   int version = known[device].load(std::memory_order_relaxed);
   if (version == 0) {
     cudaFuncAttributes attributes;
-    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    JK_CUDA_CHECK(launch, cudaFuncGetAttributes(&attributes, kernel));
     version = attributes.ptxVersion;
     known[device].store(version, std::memory_order_relaxed);
   }
@@ -59,13 +60,14 @@ int ptx_version(void (*kernel)(Params...), int device) {
 // device: only then may it be launched as a dependent (a kernel without the wait would run alongside
 // the previous one).
 template <typename... Params>
-bool dependent_launch_ok(void (*kernel)(Params...), int device) {
-  return ptx_version(kernel, device) >= 90;
+bool dependent_launch_ok(const CudaLaunch& launch, void (*kernel)(Params...)) {
+  return ptx_version(launch, kernel) >= 90;
 }
 
-// kernel<<<grid, block, 0, stream>>>(args...) as a dependent of the stream's previous kernel.
+// kernel<<<grid, block, 0, launch.stream>>>(args...) as a dependent of the stream's previous kernel.
 template <typename... Params, typename... Args>
-void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+void launch_after_previous(const CudaLaunch& launch, void (*kernel)(Params...), dim3 grid, dim3 block,
+                           Args... args) {
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
@@ -73,10 +75,10 @@ void launch_after_previous(void (*kernel)(Params...), dim3 grid, dim3 block, cud
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = 0;
-  config.stream = stream;
+  config.stream = launch.stream;
   config.attrs = attribute;
-  config.numAttrs = dependent_launch_ok(kernel, c10::cuda::current_device()) ? 1 : 0;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+  config.numAttrs = dependent_launch_ok(launch, kernel) ? 1 : 0;
+  JK_CUDA_CHECK(launch, cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
 }
 
 }  // namespace jk

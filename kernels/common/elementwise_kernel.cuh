@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "cuda_launch.cuh"  // jk::query_multiprocessor_count
+
 namespace jk {
 
 // Whether p may be read or written as 16-byte vectors.
@@ -66,18 +68,6 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(T* __restrict__ o
   // The last n % kVec elements, one per thread of block 0.
   const int64_t i = n_vec * kVec + threadIdx.x;
   if (blockIdx.x == 0 && i < n) out[i] = op(in[i]...);
-}
-
-// The SM count of `device` into *count, queried once per device (launches happen per call).
-inline cudaError_t query_multiprocessor_count(int device, int* count) {
-  static int cached[64] = {0};
-  if (device < 0 || device >= 64) device = 0;
-  if (cached[device] == 0) {
-    const cudaError_t error = cudaDeviceGetAttribute(&cached[device], cudaDevAttrMultiProcessorCount, device);
-    if (error != cudaSuccess) return error;
-  }
-  *count = cached[device];
-  return cudaSuccess;
 }
 
 // out[i] = op(in[i]...) for n contiguous elements of one dtype T, on the current device and `stream`.

@@ -1,16 +1,12 @@
 // Counter-based random numbers (Philox4x32-10) usable on host and device, so CPU
 // and CUDA kernels share one generator design. Seeds come from PyTorch's
-// generators (see cpu_philox_seed here and philox_cuda.cuh), so torch.manual_seed
-// reproduces every draw.
+// generators (philox_seeds.h, host only), so torch.manual_seed reproduces every draw.
+// No tensor or generator header here: .cu files include this.
 #pragma once
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/Generator.h>
 #include <c10/macros/Macros.h>
 
 #include <cmath>
 #include <cstdint>
-#include <mutex>
-#include <optional>
 
 #include "bits.h"
 #include "fast_math.cuh"
@@ -182,13 +178,6 @@ inline void normal4_batch_cpu(uint64_t seed, uint64_t first, int64_t count, floa
       out[2 * j + 1] = radius * s;
     }
   }
-}
-
-// A fresh seed for a CPU op from the (default or given) CPU generator.
-inline PhiloxSeed cpu_philox_seed(const std::optional<at::Generator>& generator = std::nullopt) {
-  auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(generator, at::detail::getDefaultCPUGenerator());
-  std::lock_guard<std::mutex> lock(gen->mutex_);
-  return PhiloxSeed{gen->random64(), 0};
 }
 
 }  // namespace jk

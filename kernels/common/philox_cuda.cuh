@@ -1,30 +1,21 @@
-// Philox seeds for CUDA kernels from PyTorch's CUDA generator. The state is read
-// on the device (at::cuda::philox::unpack), so a captured CUDA graph draws fresh
-// numbers on every replay and no op syncs with the host.
+// Device side of PyTorch's CUDA Philox state (the launcher gets it from CudaLaunch::philox). Read on
+// the device, so a captured CUDA graph draws fresh numbers on every replay and no op syncs with the
+// host. at::cuda::philox::unpack does the same, but its header needs <tuple> and its declarations
+// cost nvcc more than these few lines.
 #pragma once
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <ATen/cuda/PhiloxUtils.cuh>
-
-#include <mutex>
-#include <optional>
+#include <ATen/cuda/PhiloxCudaState.h>
 
 #include "philox.h"
 
 namespace jk {
 
-// Reserve `draws` 32-bit numbers (rounded up to a multiple of 4) from the generator.
-inline at::PhiloxCudaState cuda_philox_state(uint64_t draws,
-                                             const std::optional<at::Generator>& generator = std::nullopt) {
-  auto* gen = at::get_generator_or_default<at::CUDAGeneratorImpl>(generator,
-                                                                  at::cuda::detail::getDefaultCUDAGenerator());
-  std::lock_guard<std::mutex> lock(gen->mutex_);
-  return gen->philox_cuda_state((draws + 3) / 4 * 4);
-}
-
-// Device side: the seed and the counter offset of this launch.
-__device__ inline PhiloxSeed unpack_philox(const at::PhiloxCudaState& state) {
-  const auto seeds = at::cuda::philox::unpack(state);
-  return PhiloxSeed{std::get<0>(seeds), std::get<1>(seeds)};
+// The seed and the counter offset of this launch: under graph capture both are read through the
+// state's pointers (the offset plus this launch's share within the graph), otherwise they are values.
+__device__ __forceinline__ PhiloxSeed unpack_philox(const at::PhiloxCudaState& state) {
+  if (state.captured_)
+    return PhiloxSeed{static_cast<uint64_t>(*state.seed_.ptr),
+                      static_cast<uint64_t>(*state.offset_.ptr + state.offset_intragraph_)};
+  return PhiloxSeed{state.seed_.val, state.offset_.val};
 }
 
 }  // namespace jk

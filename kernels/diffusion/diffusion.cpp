@@ -18,7 +18,7 @@
 #include "cpu_loops.h"
 #include "diffusion.h"
 #include "jk.h"
-#include "philox.h"
+#include "philox_seeds.h"
 
 namespace diffusion {
 

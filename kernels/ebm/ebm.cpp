@@ -27,7 +27,7 @@
 #include "cpu_loops.h"
 #include "ebm_cpu.h"
 #include "jk.h"
-#include "philox.h"
+#include "philox_seeds.h"
 
 namespace ebm {
 

@@ -15,7 +15,7 @@
 
 #include "ebm_cpu.h"
 #include "jk.h"
-#include "philox.h"
+#include "philox_seeds.h"
 
 namespace ebm {
 

@@ -2,14 +2,9 @@
 #pragma once
 #include <c10/macros/Macros.h>
 
-#include <type_traits>
+#include "opmath.h"
 
 namespace fused {
-
-// The type the math runs in: float for the 16-bit types, the type itself otherwise (what
-// at::opmath_type gives for our dtypes; its header costs nvcc ~3 s, and fused.cu avoids it).
-template <typename T>
-using opmath_t = std::conditional_t<(sizeof(T) < sizeof(float)), float, T>;
 
 // relu(x) + y + bias, accumulated in float for half types; relu keeps NaN like torch.relu.
 struct ReluAdd {
@@ -17,7 +12,7 @@ struct ReluAdd {
 
   template <typename T>
   C10_HOST_DEVICE T operator()(T x, T y) const {
-    using acc_t = opmath_t<T>;
+    using acc_t = jk::opmath_t<T>;
     const acc_t xv = static_cast<acc_t>(x);
     const acc_t relu = (xv > acc_t(0) || xv != xv) ? xv : acc_t(0);
     return static_cast<T>(relu + static_cast<acc_t>(y) + static_cast<acc_t>(bias));

@@ -17,18 +17,22 @@
 
 #include "cpu_loops.h"
 #include "jk.h"
-#include "philox.h"
+#include "philox_seeds.h"
 #include "sampling.h"
+#ifdef JK_WITH_CUDA
+#include "cuda_host.h"
+#endif
 
 namespace sampling {
 
 #ifdef JK_WITH_CUDA
 // sampling.cu
-void normal_cuda(const at::TensorBase& out, const at::TensorBase& mean, const at::TensorBase& std,
-                 const std::optional<at::Generator>& generator);
-void cem_update_cuda(const at::TensorBase& new_mean, const at::TensorBase& new_std, const at::TensorBase& samples,
-                     const at::TensorBase& scores, int64_t n_elite, const at::TensorBase& mean,
-                     const at::TensorBase& std, double smoothing, double min_std, bool maximize);
+void normal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& mean,
+                 const jk::CudaTensor& std);
+void cem_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& new_mean, const jk::CudaTensor& new_std,
+                     const jk::CudaTensor& samples, const jk::CudaTensor& scores, int64_t n_elite,
+                     const jk::CudaTensor& mean, const jk::CudaTensor& std, double smoothing, double min_std,
+                     bool maximize);
 #endif
 
 namespace {
@@ -89,7 +93,8 @@ void normal_fill(const at::Tensor& out, const at::Tensor& mean, const at::Tensor
   const at::Tensor m = mean.to(p_type).contiguous(), s = std.to(p_type).contiguous();
 #ifdef JK_WITH_CUDA
   if (out.is_cuda()) {
-    normal_cuda(out, m, s, generator);
+    jk::TorchCudaLaunch launch(out.device(), generator);
+    normal_cuda(launch, out, m, s);
     return;
   }
 #endif
@@ -217,7 +222,8 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
   const at::Tensor x = samples.contiguous(), sc = scores.contiguous(), m = mean.contiguous(), s = std.contiguous();
 #ifdef JK_WITH_CUDA
   if (samples.is_cuda()) {
-    cem_update_cuda(new_mean, new_std, x, sc, n_elite, m, s, smoothing, min_std, maximize);
+    jk::TorchCudaLaunch launch(samples.device());
+    cem_update_cuda(launch, new_mean, new_std, x, sc, n_elite, m, s, smoothing, min_std, maximize);
     return {new_mean, new_std};
   }
 #endif

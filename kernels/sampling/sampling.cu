@@ -1,5 +1,6 @@
-// Family `sampling`: CUDA kernels and their launchers (checks, allocation and registration are in
-// sampling.cpp, which keeps this file's includes, and so its cold nvcc time, small).
+// Family `sampling`: CUDA kernels and their launchers. Checks, the device guard, the stream, scratch
+// memory, the generator and registration are in sampling.cpp (through cuda_launch.cuh), so this file
+// includes no tensor header and its cold nvcc time is its own code's.
 //
 // - normal: the floor is writing n*d outputs once, and the arithmetic is what limits, so per output
 //   it is kept to a share of one Philox4x32-10 call (4 outputs per call, 8 for 16-bit outputs), of a
@@ -22,7 +23,6 @@
 //      (x - x0)^2 over its rows (x0 its first row; float32, float64 for float64 samples), whole rows
 //      read coalesced, 8 rows of loads in flight; out as per-range mean and M2;
 //   5. merge: float64, fixed order (deterministic), blend with the old mean/std.
-#include <ATen/Dispatch.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -30,8 +30,9 @@
 #include <atomic>
 #include <numeric>
 
+#include "cuda_launch.cuh"
 #include "dependent_launch.cuh"
-#include "elementwise.cuh"  // jk::multiprocessor_count, jk::aligned16
+#include "elementwise_kernel.cuh"  // jk::aligned16
 #include "philox_cuda.cuh"
 #include "reduce.cuh"
 #include "sampling.h"
@@ -47,11 +48,11 @@ constexpr int kNormalThreads = 256;
 // Two outputs rounded into the 16-bit halves of one word (one F2FP per pair for bf16/half).
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, at::BFloat16>) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&v);
   } else {
-    static_assert(std::is_same_v<T, at::Half>, "16-bit outputs are bfloat16 or half");
+    static_assert(std::is_same_v<T, c10::Half>, "16-bit outputs are bfloat16 or half");
     const __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&v);
   }
@@ -126,19 +127,18 @@ __global__ void __launch_bounds__(kNormalThreads)
 
 }  // namespace
 
-void normal_cuda(const at::TensorBase& out, const at::TensorBase& mean, const at::TensorBase& std,
-                 const std::optional<at::Generator>& generator) {
+void normal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& mean,
+                 const jk::CudaTensor& std) {
   const int64_t total = out.numel(), d = out.size(1);
-  c10::cuda::CUDAGuard guard(out.device());
-  auto stream = c10::cuda::getCurrentCUDAStream();
-  const int sms = jk::multiprocessor_count(out.get_device());
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "normal_cuda", [&] {
+  const int sms = launch.multiprocessors;
+  jk::dispatch_float(out.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
     using P = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     constexpr int kPer = normals_per_call<scalar_t>();
     const auto kernel = normal_kernel<scalar_t, P>;
     // Blocks that fit on an SM at once (registers decide): the grid is at most one full wave, so
     // no SM gets a second, partial round of blocks (whose threads each run the whole loop).
-    static const int resident_blocks = jk::blocks_per_sm(kernel, kNormalThreads);
+    static const int resident_blocks = jk::blocks_per_sm(launch, kernel, kNormalThreads);
     const int64_t calls = (total + kPer - 1) / kPer;
     // The smallest number of calls whose outputs span whole rows; the stride is the multiple of it
     // closest to one full wave of resident threads (or every call, if fewer).
@@ -146,12 +146,12 @@ void normal_cuda(const at::TensorBase& out, const at::TensorBase& mean, const at
     const int64_t wave = static_cast<int64_t>(sms) * resident_blocks * kNormalThreads;
     const int64_t stride = std::min(calls, period * std::max<int64_t>(1, wave / period));
     const int64_t blocks = (stride + kNormalThreads - 1) / kNormalThreads;
-    const at::PhiloxCudaState philox = jk::cuda_philox_state(static_cast<uint64_t>(calls) * 4, generator);
+    const at::PhiloxCudaState philox = launch.philox(static_cast<uint64_t>(calls) * 4);
     scalar_t* out_ptr = out.mutable_data_ptr<scalar_t>();
     const bool vector = jk::aligned16(out_ptr);
-    kernel<<<blocks, kNormalThreads, 0, stream>>>(out_ptr, mean.const_data_ptr<P>(), std.const_data_ptr<P>(), total,
-                                                  d, stride, vector, philox);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    kernel<<<blocks, kNormalThreads, 0, launch.stream>>>(out_ptr, mean.const_data_ptr<P>(), std.const_data_ptr<P>(),
+                                                         total, d, stride, vector, philox);
+    JK_CUDA_LAUNCH_CHECK(launch);
   });
 }
 
@@ -511,14 +511,14 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 
 // Launches (no host sync): the counters' zeroing, ceil(key bits / 11) select passes (3 for 32-bit
 // keys), the elite list, the statistics, the merge; all but the first as dependent launches.
-void cem_update_cuda(const at::TensorBase& new_mean, const at::TensorBase& new_std, const at::TensorBase& samples,
-                     const at::TensorBase& scores, int64_t n_elite, const at::TensorBase& mean,
-                     const at::TensorBase& std, double smoothing, double min_std, bool maximize) {
-  c10::cuda::CUDAGuard guard(samples.device());
+void cem_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& new_mean, const jk::CudaTensor& new_std,
+                     const jk::CudaTensor& samples, const jk::CudaTensor& scores, int64_t n_elite,
+                     const jk::CudaTensor& mean, const jk::CudaTensor& std, double smoothing, double min_std,
+                     bool maximize) {
   const int64_t n = samples.size(0), d = samples.size(1);
-  const at::TensorBase &x = samples, &sc = scores, &m_old = mean, &s_old = std;  // contiguous (sampling.cpp)
-  const int sms = jk::multiprocessor_count(samples.get_device());
-  const int key_bits = scores.scalar_type() == at::kDouble ? 64 : 32;
+  const jk::CudaTensor &x = samples, &sc = scores, &m_old = mean, &s_old = std;  // contiguous (sampling.cpp)
+  const int sms = launch.multiprocessors;
+  const int key_bits = scores.scalar_type() == jk::DType::f64 ? 64 : 32;
   const int passes = (key_bits + kDigitBits - 1) / kDigitBits;
   const int64_t blocks = (n + kSelectRows - 1) / kSelectRows;  // select blocks = list tiles
   const int64_t tiles = (blocks + 1023) / 1024, chunks = (blocks + tiles - 1) / tiles;  // list blocks
@@ -533,40 +533,40 @@ void cem_update_cuda(const at::TensorBase& new_mean, const at::TensorBase& new_s
       std::max<int64_t>(std::min<int64_t>((target_blocks + segments - 1) / segments, (n_elite + 15) / 16),
                         (n_elite + 4095) / 4096),
       1, std::min<int64_t>(n_elite, 65535));
-  const bool wide = samples.scalar_type() == at::kDouble;
+  const bool wide = samples.scalar_type() == jk::DType::f64;
   const int64_t acc_size = wide ? 8 : 4;
   // One scratch buffer in 8-byte words; the first `zeroed` words are the counters (zeroed first).
   const int64_t off_hist = 0, off_state = off_hist + passes * kMaxBins, off_done = off_state + 3 * (passes + 1);
   const int64_t off_counts = off_done + passes + 1, zeroed = off_counts + 2 * chunks;
   const int64_t off_list = zeroed, off_part = off_list + n_elite;
   const int64_t part_words = (parts * d * acc_size + 7) / 8;
-  const at::TensorBase scratch = jk::cuda_workspace((off_part + 2 * part_words) * 8, samples.device());
-  auto* base = reinterpret_cast<unsigned long long*>(scratch.mutable_data_ptr());
-  auto stream = c10::cuda::getCurrentCUDAStream();
-  zero_words_kernel<<<static_cast<unsigned>(std::min<int64_t>((zeroed + 255) / 256, sms)), 256, 0, stream>>>(base,
-                                                                                                          zeroed);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  auto* base = static_cast<unsigned long long*>(launch.scratch((off_part + 2 * part_words) * 8));
+  zero_words_kernel<<<static_cast<unsigned>(std::min<int64_t>((zeroed + 255) / 256, sms)), 256, 0, launch.stream>>>(
+      base, zeroed);
+  JK_CUDA_LAUNCH_CHECK(launch);
   auto* done = reinterpret_cast<unsigned int*>(base + off_done);  // passes counters, then the list ticket
   auto* list = reinterpret_cast<int64_t*>(base + off_list);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, scores.scalar_type(), "cem_select_cuda", [&] {
+  jk::dispatch_float(scores.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
     const scalar_t* sp = sc.const_data_ptr<scalar_t>();
     int shift = key_bits;
     for (int p = 0; p < passes; ++p) {
       const int bits = std::min(kDigitBits, shift);
       shift -= bits;
-      launch_after_previous(select_pass_kernel<scalar_t>, dim3(blocks), dim3(kSelectThreads), stream, sp, n, maximize,
-                            p, shift, bits, n_elite, base + off_hist, base + off_state, done);
+      launch_after_previous(launch, select_pass_kernel<scalar_t>, dim3(blocks), dim3(kSelectThreads), sp, n,
+                            maximize, p, shift, bits, n_elite, base + off_hist, base + off_state, done);
     }
-    launch_after_previous(elite_list_kernel<scalar_t>, dim3(chunks), dim3(kSelectThreads), stream, sp, n, maximize,
+    launch_after_previous(launch, elite_list_kernel<scalar_t>, dim3(chunks), dim3(kSelectThreads), sp, n, maximize,
                           tiles, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
   });
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, samples.scalar_type(), "cem_stats_cuda", [&] {
+  jk::dispatch_float(samples.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
     using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     A* part_mean = reinterpret_cast<A*>(base + off_part);
     A* part_m2 = reinterpret_cast<A*>(base + off_part + part_words);
-    launch_after_previous(elite_stats_kernel<scalar_t, A>, dim3(segments, parts), dim3(threads), stream,
+    launch_after_previous(launch, elite_stats_kernel<scalar_t, A>, dim3(segments, parts), dim3(threads),
                           x.const_data_ptr<scalar_t>(), d, list, n_elite, parts, part_mean, part_m2);
-    launch_after_previous(elite_merge_kernel<scalar_t, A>, dim3((d + 31) / 32), dim3(kMergeWarps * 32), stream,
+    launch_after_previous(launch, elite_merge_kernel<scalar_t, A>, dim3((d + 31) / 32), dim3(kMergeWarps * 32),
                           part_mean, part_m2, d, n_elite, parts, m_old.const_data_ptr<scalar_t>(),
                           s_old.const_data_ptr<scalar_t>(), smoothing, min_std, new_mean.mutable_data_ptr<scalar_t>(),
                           new_std.mutable_data_ptr<scalar_t>());
