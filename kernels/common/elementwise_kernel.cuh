@@ -1,8 +1,7 @@
 // The CUDA elementwise launcher, written once: a family hands it a small functor.
 // 16-byte vector accesses when every pointer is aligned, a scalar tail, 64-bit
-// indexing, grid-stride loop. Raw pointers, a stream and an error code, no tensor headers:
-// a .cu that needs nothing more (fused.cu) compiles in ~2 s instead of ~8 (the tensor and c10
-// CUDA headers cost nvcc ~6 s, dev machine, session 14). elementwise.cuh wraps it for tensors.
+// indexing, grid-stride loop. Raw pointers, a stream and an error code, no tensor headers
+// (cuda_launch.cuh says why).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -71,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) elementwise_kernel(T* __restrict__ o
 }
 
 // out[i] = op(in[i]...) for n contiguous elements of one dtype T, on the current device and `stream`.
-// Returns the launch's error (the caller checks it: C10_CUDA_CHECK).
+// Returns the launch's error (the caller checks it: JK_CUDA_CHECK).
 template <typename T, typename Op, typename... In>
 cudaError_t launch_elementwise(cudaStream_t stream, T* out, int64_t n, Op op, const In*... in) {
   if (n == 0) return cudaSuccess;

@@ -19,6 +19,9 @@
 #include "diffusion.h"
 #include "jk.h"
 #include "philox_seeds.h"
+#ifdef JK_WITH_CUDA
+#include "cuda_host.h"
+#endif
 
 namespace diffusion {
 
@@ -228,10 +231,11 @@ void run_step(const at::Tensor& out, const at::Tensor& model_output, const at::T
   draw = draw && zp == nullptr;
 #ifdef JK_WITH_CUDA
   if (out.is_cuda()) {
+    jk::TorchCudaLaunch launch(out.device());  // the default generator draws the noise
     if constexpr (std::is_same_v<CoefFn, DdpmCoefFn>) {
-      ddpm_step_cuda(out, m, x, zp, fn, clip, range, draw);
+      ddpm_step_cuda(launch, out, m, x, z, fn, clip, range, draw);  // z: undefined without noise
     } else {
-      ddim_step_cuda(out, m, x, zp, fn, clip, range, draw);
+      ddim_step_cuda(launch, out, m, x, z, fn, clip, range, draw);
     }
     return;
   }
@@ -384,16 +388,18 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
     // Small batch x length, K <= 7: the direct kernel, with GroupNorm + Mish in the same launch
     // where a group's blocks fit one cluster. Otherwise cuDNN (tensor cores) or the direct kernel, then one
     // fused GroupNorm + Mish kernel.
-    if (conv1d_gn_mish_direct_cuda(out, xc, wc, bc ? &*bc : nullptr, gamma, beta, num_groups, pad, eps)) return out;
+    jk::TorchCudaLaunch launch(x.device());
+    const at::Tensor b = bc.value_or(at::Tensor());  // undefined without a bias
+    if (conv1d_gn_mish_direct_cuda(launch, out, xc, wc, b, gamma, beta, num_groups, pad, eps)) return out;
     const at::ScalarType acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
     at::Tensor y = at::empty(out.sizes(), out.options().dtype(acc));
-    const at::Tensor* bias_left = nullptr;  // a bias the convolution left to the GroupNorm kernel
-    if (!conv1d_direct_cuda(y, xc, wc, bc ? &*bc : nullptr, pad)) {
+    at::Tensor bias_left;  // a bias the convolution left to the GroupNorm kernel (undefined: none)
+    if (!conv1d_direct_cuda(launch, y, xc, wc, b, pad)) {
       // cuDNN would add the bias in a pass of its own over y: the GroupNorm kernel adds it as it reads y
       y = at::conv1d(xc, wc, std::nullopt, 1, pad).contiguous();
-      bias_left = bc ? &*bc : nullptr;
+      bias_left = b;
     }
-    gn_mish_cuda(out, y, bias_left, gamma, beta, num_groups, eps);
+    gn_mish_cuda(launch, out, y, bias_left, gamma, beta, num_groups, eps);
     return out;
   }
 #endif

@@ -1,6 +1,8 @@
 // Family `diffusion`: the scheduler steps' CUDA kernels and launchers (declared in diffusion.h); the
 // convolution's are in diffusion_conv.cu, so nvcc compiles the two halves at once on a first build.
-// Checks, allocation and registration live in diffusion.cpp, which keeps these files' includes small.
+// Checks, allocation, the device guard, the stream, scratch memory, the generator and registration live in
+// diffusion.cpp (through cuda_launch.cuh), so these files include no tensor header and their cold nvcc time is
+// their own code's.
 //
 // Design, against the memory floor:
 // - ddpm_step / ddim_step are memory-bound: read model_output and sample once, write the result once;
@@ -13,17 +15,13 @@
 //   drawn) is a template parameter, so a kernel holds registers only for the loads it makes. No host
 //   sync: a CUDA graph replays every step as captured.
 
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include <algorithm>
 
-#include "diffusion.h"
+#include "cuda_launch.cuh"
 #include "dependent_launch.cuh"
-#include "elementwise.cuh"
+#include "diffusion.h"
+#include "elementwise_kernel.cuh"  // jk::Vec, jk::aligned16
+#include "opmath.h"
 #include "philox_cuda.cuh"
 
 namespace diffusion {
@@ -154,9 +152,9 @@ template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
 __global__ void __launch_bounds__(kStepThreads)
     step_kernel(scalar_t* __restrict__ out, const scalar_t* __restrict__ m, const scalar_t* __restrict__ x,
                 const scalar_t* __restrict__ noise, int64_t n, int64_t inner,
-                const StepCoefs<at::opmath_type<scalar_t>>* __restrict__ table, bool per_row, bool clip, double range,
+                const StepCoefs<jk::opmath_t<scalar_t>>* __restrict__ table, bool per_row, bool clip, double range,
                 at::PhiloxCudaState philox) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = jk::opmath_t<scalar_t>;
   using I = Item<scalar_t, kItem, kVector>;
   constexpr int kUnroll = kVector ? kStepUnroll : 1;
   constexpr int kLoads = kNoise == Noise::kGiven ? kUnroll : 0;
@@ -239,65 +237,67 @@ __global__ void __launch_bounds__(kStepThreads)
 }
 
 template <typename scalar_t, int kItem, bool kVector, Noise kNoise>
-void launch_step(const at::TensorBase& out, const at::TensorBase& m, const at::TensorBase& x,
-                 const at::TensorBase* noise, const StepCoefFn& fn, bool clip, double range) {
+void launch_step(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& m, const jk::CudaTensor& x,
+                 const jk::CudaTensor& noise, const StepCoefFn& fn, bool clip, double range) {
   constexpr int kUnroll = kVector ? kStepUnroll : 1;
   const int64_t n = out.numel(), n_items = (n + kItem - 1) / kItem, inner = n / x.size(0);
   // A block per tile up to 256 blocks per SM (as the elementwise launcher); grid-stride beyond.
-  const int64_t max_blocks = static_cast<int64_t>(jk::multiprocessor_count(out.get_device())) * 256;
+  const int64_t max_blocks = static_cast<int64_t>(launch.multiprocessors) * 256;
   const int64_t blocks = std::min((n_items + kStepThreads * kUnroll - 1) / (kStepThreads * kUnroll), max_blocks);
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = jk::opmath_t<scalar_t>;
   const bool per_row = fn.per_row();
   const int64_t rows = per_row ? x.size(0) : 1;
-  const at::TensorBase table = jk::cuda_workspace(rows * static_cast<int64_t>(sizeof(StepCoefs<acc_t>)), out.device());
-  auto* table_ptr = reinterpret_cast<StepCoefs<acc_t>*>(table.mutable_data_ptr());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  step_coefs_kernel<acc_t><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(table_ptr, rows, fn);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  auto* table = static_cast<StepCoefs<acc_t>*>(launch.scratch(rows * static_cast<int64_t>(sizeof(StepCoefs<acc_t>))));
+  step_coefs_kernel<acc_t><<<static_cast<unsigned>((rows + 127) / 128), 128, 0, launch.stream>>>(table, rows, fn);
+  JK_CUDA_LAUNCH_CHECK(launch);
   // Reserve one draw per element, so consecutive calls (and graph replays) never reuse numbers.
-  const at::PhiloxCudaState philox = kNoise == Noise::kDraw ? jk::cuda_philox_state(n) : at::PhiloxCudaState();
-  jk::launch_after_previous(step_kernel<scalar_t, kItem, kVector, kNoise>, dim3(static_cast<unsigned>(blocks)),
-                            dim3(kStepThreads), stream, out.mutable_data_ptr<scalar_t>(), m.const_data_ptr<scalar_t>(),
-                            x.const_data_ptr<scalar_t>(), noise ? noise->const_data_ptr<scalar_t>() : nullptr, n, inner,
-                            static_cast<const StepCoefs<acc_t>*>(table_ptr), per_row, clip, range, philox);
+  const at::PhiloxCudaState philox = kNoise == Noise::kDraw ? launch.philox(n) : at::PhiloxCudaState();
+  jk::launch_after_previous(launch, step_kernel<scalar_t, kItem, kVector, kNoise>,
+                            dim3(static_cast<unsigned>(blocks)), dim3(kStepThreads), out.mutable_data_ptr<scalar_t>(),
+                            m.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
+                            noise.defined() ? noise.const_data_ptr<scalar_t>() : nullptr, n, inner,
+                            static_cast<const StepCoefs<acc_t>*>(table), per_row, clip, range, philox);
 }
 
 template <typename scalar_t, int kItem, bool kVector>
-void launch_step_noise(const at::TensorBase& out, const at::TensorBase& m, const at::TensorBase& x,
-                       const at::TensorBase* noise, const StepCoefFn& fn, bool clip, double range, bool draw) {
-  if (noise != nullptr) {
-    launch_step<scalar_t, kItem, kVector, Noise::kGiven>(out, m, x, noise, fn, clip, range);
+void launch_step_noise(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& m,
+                       const jk::CudaTensor& x, const jk::CudaTensor& noise, const StepCoefFn& fn, bool clip,
+                       double range, bool draw) {
+  if (noise.defined()) {
+    launch_step<scalar_t, kItem, kVector, Noise::kGiven>(launch, out, m, x, noise, fn, clip, range);
   } else if (draw) {
-    launch_step<scalar_t, kItem, kVector, Noise::kDraw>(out, m, x, noise, fn, clip, range);
+    launch_step<scalar_t, kItem, kVector, Noise::kDraw>(launch, out, m, x, noise, fn, clip, range);
   } else {
-    launch_step<scalar_t, kItem, kVector, Noise::kNone>(out, m, x, noise, fn, clip, range);
+    launch_step<scalar_t, kItem, kVector, Noise::kNone>(launch, out, m, x, noise, fn, clip, range);
   }
 }
 
-void step_cuda(const at::TensorBase& out, const at::TensorBase& m, const at::TensorBase& x, const at::TensorBase* noise,
-               const StepCoefFn& fn, bool clip, double range, bool draw) {
-  c10::cuda::CUDAGuard guard(out.device());
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "diffusion_step_cuda", [&] {
+void step_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& m, const jk::CudaTensor& x,
+               const jk::CudaTensor& noise, const StepCoefFn& fn, bool clip, double range, bool draw) {
+  jk::dispatch_float(out.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
     constexpr int kItem = std::max<int>(16 / sizeof(scalar_t), 4);
-    auto aligned = [](const at::TensorBase& t) { return jk::aligned16(t.const_data_ptr()); };
+    auto aligned = [](const jk::CudaTensor& t) { return jk::aligned16(t.const_data_ptr<void>()); };
     const bool vector = out.numel() / x.size(0) % kItem == 0 && aligned(out) && aligned(m) && aligned(x) &&
-                        (noise == nullptr || aligned(*noise));
+                        (!noise.defined() || aligned(noise));
     if (vector) {
-      launch_step_noise<scalar_t, kItem, true>(out, m, x, noise, fn, clip, range, draw);
+      launch_step_noise<scalar_t, kItem, true>(launch, out, m, x, noise, fn, clip, range, draw);
     } else {
-      launch_step_noise<scalar_t, 4, false>(out, m, x, noise, fn, clip, range, draw);
+      launch_step_noise<scalar_t, 4, false>(launch, out, m, x, noise, fn, clip, range, draw);
     }
   });
 }
 
-void ddpm_step_cuda(const at::TensorBase& out, const at::TensorBase& model_output, const at::TensorBase& sample,
-                    const at::TensorBase* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw) {
-  step_cuda(out, model_output, sample, noise, StepCoefFn{fn, DdimCoefFn{}, false}, clip, range, draw);
+void ddpm_step_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& model_output,
+                    const jk::CudaTensor& sample, const jk::CudaTensor& noise, const DdpmCoefFn& fn, bool clip,
+                    double range, bool draw) {
+  step_cuda(launch, out, model_output, sample, noise, StepCoefFn{fn, DdimCoefFn{}, false}, clip, range, draw);
 }
 
-void ddim_step_cuda(const at::TensorBase& out, const at::TensorBase& model_output, const at::TensorBase& sample,
-                    const at::TensorBase* noise, const DdimCoefFn& fn, bool clip, double range, bool draw) {
-  step_cuda(out, model_output, sample, noise, StepCoefFn{DdpmCoefFn{}, fn, true}, clip, range, draw);
+void ddim_step_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& model_output,
+                    const jk::CudaTensor& sample, const jk::CudaTensor& noise, const DdimCoefFn& fn, bool clip,
+                    double range, bool draw) {
+  step_cuda(launch, out, model_output, sample, noise, StepCoefFn{DdpmCoefFn{}, fn, true}, clip, range, draw);
 }
 
 }  // namespace diffusion

@@ -1,12 +1,15 @@
 // The math of the diffusion ops, shared by the CPU (diffusion.cpp) and CUDA (diffusion.cu,
 // diffusion_conv.cu) kernels, and the CUDA launchers that diffusion.cpp calls.
 #pragma once
-#include <ATen/core/TensorBase.h>
 #include <c10/macros/Macros.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+
+#ifdef JK_WITH_CUDA
+#include "cuda_launch.cuh"  // the launchers' jk::CudaTensor and jk::CudaLaunch (light: no tensor header)
+#endif
 
 namespace diffusion {
 
@@ -198,26 +201,31 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 #endif
 
 #ifdef JK_WITH_CUDA
-// diffusion.cu (steps) and diffusion_conv.cu (the rest). Arguments were checked by diffusion.cpp; tensors
-// are contiguous, `out` is allocated and non-empty. `noise` may be null; `draw`: draw z in the kernel
-// (only when noise is null).
-void ddpm_step_cuda(const at::TensorBase& out, const at::TensorBase& model_output, const at::TensorBase& sample,
-                    const at::TensorBase* noise, const DdpmCoefFn& fn, bool clip, double range, bool draw);
-void ddim_step_cuda(const at::TensorBase& out, const at::TensorBase& model_output, const at::TensorBase& sample,
-                    const at::TensorBase* noise, const DdimCoefFn& fn, bool clip, double range, bool draw);
+// diffusion.cu (steps) and diffusion_conv.cu (the rest), called with the op's jk::TorchCudaLaunch (diffusion.cpp).
+// Arguments were checked by diffusion.cpp; tensors are contiguous, `out` is allocated and non-empty. `noise` may
+// be undefined (absent); `draw`: draw z in the kernel (only when noise is absent).
+void ddpm_step_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& model_output,
+                    const jk::CudaTensor& sample, const jk::CudaTensor& noise, const DdpmCoefFn& fn, bool clip,
+                    double range, bool draw);
+void ddim_step_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& model_output,
+                    const jk::CudaTensor& sample, const jk::CudaTensor& noise, const DdimCoefFn& fn, bool clip,
+                    double range, bool draw);
 // y = conv1d(x, weight, bias) (stride 1) into y, (B, C_out, L_out) in the accumulation type, by a direct
 // kernel when batch x length is small; returns false, having done nothing, when cuDNN should convolve.
-bool conv1d_direct_cuda(const at::TensorBase& y, const at::TensorBase& x, const at::TensorBase& weight,
-                        const at::TensorBase* bias, int64_t pad);
+// `bias` may be undefined (absent), here and below.
+bool conv1d_direct_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& y, const jk::CudaTensor& x,
+                        const jk::CudaTensor& weight, const jk::CudaTensor& bias, int64_t pad);
 // out = Mish(GroupNorm(conv1d(x, weight, bias))) in one launch (the direct kernel, its blocks of one group
 // a thread-block cluster); returns false, having done nothing, when this path does not apply.
-bool conv1d_gn_mish_direct_cuda(const at::TensorBase& out, const at::TensorBase& x, const at::TensorBase& weight,
-                                const at::TensorBase* bias, const at::TensorBase& gn_weight,
-                                const at::TensorBase& gn_bias, int64_t groups, int64_t pad, double eps);
+bool conv1d_gn_mish_direct_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& x,
+                                const jk::CudaTensor& weight, const jk::CudaTensor& bias,
+                                const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups,
+                                int64_t pad, double eps);
 // out = Mish(GroupNorm(y + bias)) for a convolution result y of out's shape, in out's dtype or its
-// accumulation type; bias (per channel, out's dtype) may be null.
-void gn_mish_cuda(const at::TensorBase& out, const at::TensorBase& y, const at::TensorBase* bias,
-                  const at::TensorBase& gn_weight, const at::TensorBase& gn_bias, int64_t groups, double eps);
+// accumulation type; bias (per channel, out's dtype) may be undefined.
+void gn_mish_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& y,
+                  const jk::CudaTensor& bias, const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias,
+                  int64_t groups, double eps);
 #endif
 
 }  // namespace diffusion

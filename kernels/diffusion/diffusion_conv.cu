@@ -16,19 +16,15 @@
 //   reads. (A one-launch version with one block per (batch, group) measured slower on an H200: only
 //   B * G blocks shared the weight streaming.)
 
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <cooperative_groups.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <type_traits>
 
+#include "cuda_launch.cuh"
 #include "diffusion.h"
-#include "elementwise.cuh"
+#include "opmath.h"
 #include "reduce.cuh"
 
 namespace diffusion {
@@ -80,7 +76,7 @@ __global__ void __launch_bounds__(kGnThreads) gn_mish_kernel(
     const in_t* __restrict__ y, const scalar_t* __restrict__ bias, const scalar_t* __restrict__ gamma,
     const scalar_t* __restrict__ beta, scalar_t* __restrict__ out, int groups, int cg, int length,
     float inv_length, double eps) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = jk::opmath_t<scalar_t>;
   __shared__ acc_t scratch[32];
   const int64_t bg = blockIdx.x;
   const int n = cg * length, ch0 = static_cast<int>(bg % groups) * cg;
@@ -128,7 +124,7 @@ __global__ void gn_mish_streaming_kernel(const in_t* __restrict__ y, const scala
                                          const scalar_t* __restrict__ gamma, const scalar_t* __restrict__ beta,
                                          scalar_t* __restrict__ out, int64_t groups, int64_t cg, int64_t length,
                                          double eps) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = jk::opmath_t<scalar_t>;
   __shared__ acc_t scratch[32];
   const int64_t bg = blockIdx.x, n = cg * length, ch0 = (bg % groups) * cg;
   group_norm_mish<acc_t>(y + bg * n, out + bg * n, n, length, bias ? bias + ch0 : nullptr, gamma + ch0, beta + ch0,
@@ -136,14 +132,14 @@ __global__ void gn_mish_streaming_kernel(const in_t* __restrict__ y, const scala
 }
 
 template <typename scalar_t, typename in_t>
-void launch_gn_mish(const at::TensorBase& out, const in_t* y, const at::TensorBase* bias,
-                    const at::TensorBase& gn_weight, const at::TensorBase& gn_bias, int64_t groups, double eps) {
+void launch_gn_mish(jk::CudaLaunch& launch, const jk::CudaTensor& out, const in_t* y, const jk::CudaTensor& bias,
+                    const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups, double eps) {
   const int64_t batch_groups = out.size(0) * groups, cg = out.size(1) / groups, length = out.size(2), n = cg * length;
-  const scalar_t* bias_data = bias ? bias->const_data_ptr<scalar_t>() : nullptr;
+  const scalar_t* bias_data = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
   const scalar_t* gamma = gn_weight.const_data_ptr<scalar_t>();
   const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
-  auto stream = c10::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = launch.stream;
   const auto in_registers = [&](auto per_thread) {
     constexpr int kPerThread = decltype(per_thread)::value;
     const int threads = static_cast<int>(std::min<int64_t>(kGnThreads, (n + kPerThread - 1) / kPerThread + 31) / 32 * 32);
@@ -164,18 +160,19 @@ void launch_gn_mish(const at::TensorBase& out, const in_t* y, const at::TensorBa
     gn_mish_streaming_kernel<scalar_t><<<batch_groups, threads, 0, stream>>>(y, bias_data, gamma, beta, dst, groups,
                                                                              cg, length, eps);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  JK_CUDA_LAUNCH_CHECK(launch);
 }
 
-void gn_mish_cuda(const at::TensorBase& out, const at::TensorBase& y, const at::TensorBase* bias,
-                  const at::TensorBase& gn_weight, const at::TensorBase& gn_bias, int64_t groups, double eps) {
-  c10::cuda::CUDAGuard guard(out.device());
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "gn_mish_cuda", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
+void gn_mish_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& y,
+                  const jk::CudaTensor& bias, const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias,
+                  int64_t groups, double eps) {
+  jk::dispatch_float(out.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    using acc_t = jk::opmath_t<scalar_t>;
     if (y.scalar_type() == out.scalar_type()) {
-      launch_gn_mish<scalar_t>(out, y.const_data_ptr<scalar_t>(), bias, gn_weight, gn_bias, groups, eps);
+      launch_gn_mish<scalar_t>(launch, out, y.const_data_ptr<scalar_t>(), bias, gn_weight, gn_bias, groups, eps);
     } else {  // y in the accumulation type (the direct convolution's output)
-      launch_gn_mish<scalar_t>(out, y.const_data_ptr<acc_t>(), bias, gn_weight, gn_bias, groups, eps);
+      launch_gn_mish<scalar_t>(launch, out, y.const_data_ptr<acc_t>(), bias, gn_weight, gn_bias, groups, eps);
     }
   });
 }
@@ -237,10 +234,10 @@ __device__ __forceinline__ T warp_transpose_sum(T (&v)[kTile], int lane) {
 template <typename scalar_t, int kTile, bool kGroupNorm>
 __global__ void __launch_bounds__(kConvMaxWarps * 32, 2)
     conv1d_direct_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ w,
-                         const scalar_t* __restrict__ bias, at::opmath_type<scalar_t>* __restrict__ y, int64_t c_in,
+                         const scalar_t* __restrict__ bias, jk::opmath_t<scalar_t>* __restrict__ y, int64_t c_in,
                          int64_t length, int64_t c_out, int kernel, int64_t pad, int64_t l_out, int64_t tiles,
                          int chunk, int co_per_block, FusedGroupNorm<scalar_t> gn) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = jk::opmath_t<scalar_t>;
   constexpr int kWindow = kTile + kConvMaxKernel - 1;
   constexpr int kUnroll = kTile == 16 ? 2 : 4;  // input channels whose loads are in flight at once
   constexpr int kStage = 16;                     // input-window loads a thread has in flight at once
@@ -422,15 +419,16 @@ inline ConvBlocks conv_blocks(int64_t c_in, int64_t c_out, int64_t row_tiles, in
 // y = conv1d(x, w, bias) into y (gn == nullptr), or out = Mish(GroupNorm(conv1d(...))) in one launch
 // when the group's blocks fit one cluster; returns false when it could not run (gn only).
 template <typename scalar_t, int kTile>
-bool launch_conv1d_direct(const at::TensorBase& y, const at::TensorBase& x, const at::TensorBase& w,
-                          const at::TensorBase* bias, int64_t pad, const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
-  using acc_t = at::opmath_type<scalar_t>;
+bool launch_conv1d_direct(jk::CudaLaunch& launch, const jk::CudaTensor& y, const jk::CudaTensor& x,
+                          const jk::CudaTensor& w, const jk::CudaTensor& bias, int64_t pad,
+                          const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
+  using acc_t = jk::opmath_t<scalar_t>;
   const int64_t batch = x.size(0), c_in = x.size(1), length = x.size(2);
   const int64_t c_out = w.size(0), kernel = w.size(2), l_out = y.size(2);
   const int64_t tiles = (l_out + kTile - 1) / kTile, stride = (kTile + kernel - 1) | 1;
   const int64_t chunk = std::min<int64_t>(c_in, kConvSmemBytes / (stride * static_cast<int64_t>(sizeof(acc_t))));
   const size_t smem = static_cast<size_t>(chunk * stride) * sizeof(acc_t);
-  const int sm_count = jk::multiprocessor_count(y.get_device());
+  const int sm_count = launch.multiprocessors;
   const int64_t group_channels = gn != nullptr ? c_out / groups : 0;
   if (gn != nullptr && tiles != 1) return false;  // the group's statistics span one block row
   const ConvBlocks shape = conv_blocks(c_in, c_out, batch * tiles, group_channels, sm_count);
@@ -438,14 +436,14 @@ bool launch_conv1d_direct(const at::TensorBase& y, const at::TensorBase& x, cons
   const dim3 grid(static_cast<unsigned>((c_out + shape.co_per_block - 1) / shape.co_per_block),
                   static_cast<unsigned>(batch * tiles));
   const dim3 block(static_cast<unsigned>(32 * shape.co_per_block * shape.splits));
-  const scalar_t* bias_ptr = bias ? bias->const_data_ptr<scalar_t>() : nullptr;
-  auto stream = c10::cuda::getCurrentCUDAStream();
+  const scalar_t* bias_ptr = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
+  const cudaStream_t stream = launch.stream;
   if (gn == nullptr) {
     conv1d_direct_kernel<scalar_t, kTile, false><<<grid, block, smem, stream>>>(
         x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), bias_ptr, y.mutable_data_ptr<acc_t>(), c_in,
         length, c_out, static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk), shape.co_per_block,
         FusedGroupNorm<scalar_t>{});
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    JK_CUDA_LAUNCH_CHECK(launch);
     return true;
   }
   // Fused: the group's blocks are one cluster of at most kMaxCluster blocks.
@@ -498,10 +496,10 @@ bool launch_conv1d_direct(const at::TensorBase& y, const at::TensorBase& x, cons
     }
     if (large_clusters[device] != 1) return false;
   }
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, fused, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
-                                    bias_ptr, static_cast<acc_t*>(nullptr), c_in, length, c_out,
-                                    static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk),
-                                    shape.co_per_block, *gn));
+  JK_CUDA_CHECK(launch, cudaLaunchKernelEx(&config, fused, x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+                                           bias_ptr, static_cast<acc_t*>(nullptr), c_in, length, c_out,
+                                           static_cast<int>(kernel), pad, l_out, tiles, static_cast<int>(chunk),
+                                           shape.co_per_block, *gn));
   return true;
 }
 
@@ -509,38 +507,40 @@ bool launch_conv1d_direct(const at::TensorBase& y, const at::TensorBase& x, cons
 // than kConvMaxKernel). With `out`: GroupNorm + Mish fused into the same launch where possible; false:
 // the caller runs gn_mish_cuda.
 template <typename scalar_t>
-bool conv1d_direct_dispatch(const at::TensorBase& y, const at::TensorBase& x, const at::TensorBase& weight,
-                            const at::TensorBase* bias, int64_t pad, const FusedGroupNorm<scalar_t>* gn,
-                            int64_t groups) {
+bool conv1d_direct_dispatch(jk::CudaLaunch& launch, const jk::CudaTensor& y, const jk::CudaTensor& x,
+                            const jk::CudaTensor& weight, const jk::CudaTensor& bias, int64_t pad,
+                            const FusedGroupNorm<scalar_t>* gn, int64_t groups) {
   const int64_t l_out = y.size(2), kernel = weight.size(2);
   const int tile = l_out <= 4 ? 4 : l_out <= 8 ? 8 : 16;
   const int64_t tiles = (l_out + tile - 1) / tile;
   if (x.size(0) * tiles > kDirectMaxTiles || kernel > kConvMaxKernel || weight.size(0) >= (int64_t{1} << 31)) {
     return false;
   }
-  c10::cuda::CUDAGuard guard(y.device());
-  if (tile == 4) return launch_conv1d_direct<scalar_t, 4>(y, x, weight, bias, pad, gn, groups);
-  if (tile == 8) return launch_conv1d_direct<scalar_t, 8>(y, x, weight, bias, pad, gn, groups);
-  return launch_conv1d_direct<scalar_t, 16>(y, x, weight, bias, pad, gn, groups);
+  if (tile == 4) return launch_conv1d_direct<scalar_t, 4>(launch, y, x, weight, bias, pad, gn, groups);
+  if (tile == 8) return launch_conv1d_direct<scalar_t, 8>(launch, y, x, weight, bias, pad, gn, groups);
+  return launch_conv1d_direct<scalar_t, 16>(launch, y, x, weight, bias, pad, gn, groups);
 }
 
-bool conv1d_direct_cuda(const at::TensorBase& y, const at::TensorBase& x, const at::TensorBase& weight,
-                        const at::TensorBase* bias, int64_t pad) {
+bool conv1d_direct_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& y, const jk::CudaTensor& x,
+                        const jk::CudaTensor& weight, const jk::CudaTensor& bias, int64_t pad) {
   bool ran = false;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_direct_cuda", [&] {
-    ran = conv1d_direct_dispatch<scalar_t>(y, x, weight, bias, pad, nullptr, 1);
+  jk::dispatch_float(x.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    ran = conv1d_direct_dispatch<scalar_t>(launch, y, x, weight, bias, pad, nullptr, 1);
   });
   return ran;
 }
 
-bool conv1d_gn_mish_direct_cuda(const at::TensorBase& out, const at::TensorBase& x, const at::TensorBase& weight,
-                                const at::TensorBase* bias, const at::TensorBase& gn_weight,
-                                const at::TensorBase& gn_bias, int64_t groups, int64_t pad, double eps) {
+bool conv1d_gn_mish_direct_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& x,
+                                const jk::CudaTensor& weight, const jk::CudaTensor& bias,
+                                const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups,
+                                int64_t pad, double eps) {
   bool ran = false;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_direct_cuda", [&] {
+  jk::dispatch_float(x.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
     const FusedGroupNorm<scalar_t> gn{gn_weight.const_data_ptr<scalar_t>(), gn_bias.const_data_ptr<scalar_t>(),
                                       out.mutable_data_ptr<scalar_t>(), out.size(1) / groups * out.size(2), eps};
-    ran = conv1d_direct_dispatch<scalar_t>(out, x, weight, bias, pad, &gn, groups);
+    ran = conv1d_direct_dispatch<scalar_t>(launch, out, x, weight, bias, pad, &gn, groups);
   });
   return ran;
 }

@@ -8,6 +8,7 @@
 // (at::parallel_for).
 #include <ATen/Dispatch.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/matmul.h>
@@ -28,17 +29,20 @@
 #include "ebm_cpu.h"
 #include "jk.h"
 #include "philox_seeds.h"
+#ifdef JK_WITH_CUDA
+#include "cuda_host.h"
+#endif
 
 namespace ebm {
 
 #ifdef JK_WITH_CUDA
-// ebm.cu: launchers for contiguous tensors that ebm.cpp has checked and allocated.
-void local_rows_cuda(const at::TensorBase& x, const at::TensorBase& out, const ModelSpec& spec, bool score);
-void gaussian_rows_cuda(const at::TensorBase& x, const at::TensorBase& mean, const at::TensorBase& precision,
-                        const at::TensorBase& out, bool score);
-void langevin_update_cuda(const at::TensorBase& x, const at::TensorBase& g, const at::TensorBase& out,
-                          const at::TensorBase& traj, const LangevinUpdate<double>& u,
-                          const std::optional<at::Generator>& generator);
+// ebm.cu, ebm_local.cu: launchers for contiguous tensors that ebm.cpp has checked and allocated.
+void local_rows_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out, const ModelSpec& spec,
+                     bool score);
+void gaussian_rows_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& mean,
+                        const jk::CudaTensor& precision, const jk::CudaTensor& out, bool score);
+void langevin_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& g,
+                          const jk::CudaTensor& out, const jk::CudaTensor& traj, const LangevinUpdate<double>& u);
 #endif
 
 // ---------------------------------------------------------------- checks
@@ -217,7 +221,8 @@ void local_rows(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spe
   if (x.size(0) == 0) return;
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
-    local_rows_cuda(x, out, spec, score);
+    jk::TorchCudaLaunch launch(x.device());
+    local_rows_cuda(launch, x, out, spec, score);
     return;
   }
 #endif
@@ -260,7 +265,8 @@ at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Te
   const at::Tensor xc = x.contiguous(), mc = mean.contiguous(), pc = precision.contiguous();
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
-    gaussian_rows_cuda(xc, mc, pc, out, score);
+    jk::TorchCudaLaunch launch(x.device());
+    gaussian_rows_cuda(launch, xc, mc, pc, out, score);
     return out;
   }
 #endif
@@ -350,7 +356,8 @@ void langevin_update(const at::Tensor& x, const at::Tensor& g, const at::Tensor&
   if (x.numel() == 0) return;
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
-    langevin_update_cuda(x, g, out, traj, u, generator);
+    jk::TorchCudaLaunch launch(x.device(), generator);
+    langevin_update_cuda(launch, x, g, out, traj, u);
     return;
   }
 #endif

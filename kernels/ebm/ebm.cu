@@ -1,6 +1,7 @@
 // Family `ebm`: CUDA kernels and their launchers. ebm.cpp checks the arguments, allocates
-// the outputs, makes inputs contiguous and composes the ATen parts (wide rows); this file
-// only launches kernels, which keeps its includes, and so its cold nvcc time, small.
+// the outputs, makes inputs contiguous, composes the ATen parts (wide rows) and holds the device
+// guard, the stream and the generator (a jk::CudaLaunch, cuda_launch.cuh); this file only launches
+// kernels, and includes no tensor header, which keeps its cold nvcc time its own code's.
 //
 // Design (B rows of width D; floors from ANCHORS.md, B = 2^21, D = 16, float32):
 // - Energies/scores of the local models (double_well, harmonic, rosenbrock, rastrigin, ackley):
@@ -25,17 +26,15 @@
 //   nvcc compiles a file in one process, and cicc, its optimizer, on one core: the 72 chain
 //   instantiations (session 20) and the ~160 of the local models (session 27) were most of this file's
 //   compile time; as five files, ninja compiles them at once.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda_launch.cuh"
 #include "dependent_launch.cuh"  // jk::ptx_version
 #include "ebm.h"
 #include "ebm_rows.cuh"
-#include "elementwise.cuh"
+#include "elementwise_kernel.cuh"  // jk::Vec, jk::aligned16
 #include "philox_cuda.cuh"
 
 namespace ebm {
@@ -50,7 +49,7 @@ template <typename T, int kD, bool kScore>
 __global__ void __launch_bounds__(256) gaussian_rows_kernel(const T* __restrict__ x, const T* __restrict__ mean,
                                                             const T* __restrict__ prec, T* __restrict__ out,
                                                             int64_t B, int D, bool vec) {
-  using A = at::opmath_type<T>;
+  using A = jk::opmath_t<T>;
   constexpr int V = int(16 / sizeof(T)) < kD ? int(16 / sizeof(T)) : kD;  // elements per lane
   constexpr int G = kD / V;                                                // lanes per row, <= 32
   constexpr int kRows = 32 / G;                                            // rows per warp
@@ -210,7 +209,7 @@ template <typename T, int V, int G, int K, bool kScore>
 __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict__ x, const T* __restrict__ mean,
                                                             const T* __restrict__ prec, T* __restrict__ out,
                                                             int64_t B) {
-  using A = at::opmath_type<T>;
+  using A = jk::opmath_t<T>;
   using Vec = jk::Vec<T, V>;
   static_assert(sizeof(Vec) == sizeof(uint4), "16-byte chunks");
   constexpr int D = G * V, kRpw = 32 / G, kRows = 32 * K;
@@ -467,67 +466,66 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __rest
 // True when it launched (float32, D = 16, 16-byte aligned x, mean and score, a build with sm_80
 // code). Rows per warp and trip: 2 tiles of 16 for energies (their pipeline holds two sets, and 4
 // measured no faster: 37.8 against 37.2 us, clean L2, H200), 4 for scores.
-bool launch_gaussian16_mma(const at::TensorBase& x, const at::TensorBase& mean, const at::TensorBase& prec,
-                           const at::TensorBase& out, bool score) {
+bool launch_gaussian16_mma(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& mean,
+                           const jk::CudaTensor& prec, const jk::CudaTensor& out, bool score) {
   constexpr int kEnergyTiles = 2, kScoreTiles = 4, kThreads = 256;
   // A build for archs before sm_80 alone compiles the mma out.
-  if (jk::ptx_version(gaussian16_mma_kernel<true, kScoreTiles>, x.get_device()) < 80 ||
-      !jk::aligned16(x.const_data_ptr()) || !jk::aligned16(mean.const_data_ptr()) ||
-      (score && !jk::aligned16(out.data_ptr()))) {
+  if (jk::ptx_version(launch, gaussian16_mma_kernel<true, kScoreTiles>) < 80 ||
+      !jk::aligned16(x.const_data_ptr<float>()) || !jk::aligned16(mean.const_data_ptr<float>()) ||
+      (score && !jk::aligned16(out.mutable_data_ptr()))) {
     return false;
   }
   const auto kernel = score ? gaussian16_mma_kernel<true, kScoreTiles> : gaussian16_mma_kernel<false, kEnergyTiles>;
   const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 16 * (score ? kScoreTiles : kEnergyTiles);
-  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
-  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-      x.const_data_ptr<float>(), mean.const_data_ptr<float>(), prec.const_data_ptr<float>(),
-      out.mutable_data_ptr<float>(), B);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int64_t blocks = resident_grid(launch, kernel, kThreads, (B + rows_per_block - 1) / rows_per_block);
+  kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<float>(), mean.const_data_ptr<float>(),
+                                                 prec.const_data_ptr<float>(), out.mutable_data_ptr<float>(), B);
+  JK_CUDA_LAUNCH_CHECK(launch);
   return true;
 }
 
 template <typename T, int V, int G, bool kScore>
-void launch_gaussian_tile(const at::TensorBase& x, const at::TensorBase& mean, const at::TensorBase& prec,
-                          const at::TensorBase& out) {
+void launch_gaussian_tile(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& mean,
+                          const jk::CudaTensor& prec, const jk::CudaTensor& out) {
   constexpr int K = G >= 4 ? 1 : 4 / G, kThreads = 256;
   const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
   const auto kernel = gaussian_tile_kernel<T, V, G, K, kScore>;
-  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
-  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-      x.const_data_ptr<T>(), mean.const_data_ptr<T>(), prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int64_t blocks = resident_grid(launch, kernel, kThreads, (B + rows_per_block - 1) / rows_per_block);
+  kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<T>(), mean.const_data_ptr<T>(),
+                                                 prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B);
+  JK_CUDA_LAUNCH_CHECK(launch);
 }
 
-void gaussian_rows_cuda(const at::TensorBase& x, const at::TensorBase& mean, const at::TensorBase& precision,
-                        const at::TensorBase& out, bool score) {
-  c10::cuda::CUDAGuard guard(x.device());
+void gaussian_rows_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& mean,
+                        const jk::CudaTensor& precision, const jk::CudaTensor& out, bool score) {
   const int64_t B = x.size(0), D = x.size(1);
-  const at::TensorBase& prec = precision;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_gaussian_cuda", [&] {
-    using T = scalar_t;
+  const jk::CudaTensor& prec = precision;
+  jk::dispatch_float(x.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
     constexpr int kV = 16 / sizeof(T);
     if constexpr (std::is_same_v<T, float>) {
-      if (D == 16 && launch_gaussian16_mma(x, mean, prec, out, score)) return;
+      if (D == 16 && launch_gaussian16_mma(launch, x, mean, prec, out, score)) return;
     }
     const auto tile = [&](auto groups) {
       constexpr int G = decltype(groups)::value;
-      score ? launch_gaussian_tile<T, kV, G, true>(x, mean, prec, out)
-            : launch_gaussian_tile<T, kV, G, false>(x, mean, prec, out);
+      score ? launch_gaussian_tile<T, kV, G, true>(launch, x, mean, prec, out)
+            : launch_gaussian_tile<T, kV, G, false>(launch, x, mean, prec, out);
     };
-    const bool vectors = D % kV == 0 && jk::aligned16(x.const_data_ptr()) && (!score || jk::aligned16(out.data_ptr()));
+    const bool vectors =
+        D % kV == 0 && jk::aligned16(x.const_data_ptr<T>()) && (!score || jk::aligned16(out.mutable_data_ptr()));
     if (vectors && with_row_vectors(D, kV, tile)) return;
     with_tier<64>(D, [&](auto tier) {  // cuda_gaussian_max_d
       constexpr int kD = decltype(tier)::value;
       constexpr int V = int(16 / sizeof(T)) < kD ? int(16 / sizeof(T)) : kD;
       constexpr int kThreads = 256;
-      const bool vec = D == kD && jk::aligned16(x.const_data_ptr()) && jk::aligned16(out.data_ptr());
+      const bool vec = D == kD && jk::aligned16(x.const_data_ptr<T>()) && jk::aligned16(out.mutable_data_ptr());
       const int64_t rows_per_block = (kThreads / 32) * (32 / (kD / V));
       const auto kernel = score ? gaussian_rows_kernel<T, kD, true> : gaussian_rows_kernel<T, kD, false>;
-      const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
-      kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-          x.const_data_ptr<T>(), mean.const_data_ptr<T>(), prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
-          int(D), vec);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      const int64_t blocks = resident_grid(launch, kernel, kThreads, (B + rows_per_block - 1) / rows_per_block);
+      kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<T>(), mean.const_data_ptr<T>(),
+                                                     prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B, int(D),
+                                                     vec);
+      JK_CUDA_LAUNCH_CHECK(launch);
     });
   });
 }
@@ -539,9 +537,9 @@ void gaussian_rows_cuda(const at::TensorBase& x, const at::TensorBase& mean, con
 // traj is given the result is also written there.
 template <typename T>
 __global__ void __launch_bounds__(256) langevin_update_kernel(const T* x, const T* __restrict__ g, T* out, T* traj,
-                                                              int64_t n, LangevinUpdate<at::opmath_type<T>> upd,
+                                                              int64_t n, LangevinUpdate<jk::opmath_t<T>> upd,
                                                               at::PhiloxCudaState state, bool vec) {
-  using A = at::opmath_type<T>;
+  using A = jk::opmath_t<T>;
   using Vec4 = jk::Vec<T, 4>;
   const jk::PhiloxSeed seed = jk::unpack_philox(state);
   const int64_t groups = (n + 3) / 4;
@@ -568,23 +566,22 @@ __global__ void __launch_bounds__(256) langevin_update_kernel(const T* x, const 
   }
 }
 
-void langevin_update_cuda(const at::TensorBase& x, const at::TensorBase& g, const at::TensorBase& out,
-                          const at::TensorBase& traj, const LangevinUpdate<double>& u,
-                          const std::optional<at::Generator>& generator) {
-  c10::cuda::CUDAGuard guard(x.device());
+void langevin_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& g,
+                          const jk::CudaTensor& out, const jk::CudaTensor& traj, const LangevinUpdate<double>& u) {
   const int64_t n = x.numel();
-  const at::PhiloxCudaState state = jk::cuda_philox_state(n, generator);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_langevin_update_cuda", [&] {
-    using T = scalar_t;
-    using A = at::opmath_type<T>;
+  const at::PhiloxCudaState state = launch.philox(n);
+  jk::dispatch_float(x.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    using A = jk::opmath_t<T>;
     const LangevinUpdate<A> upd{A(u.a), A(u.tau), A(u.lo), A(u.hi), u.clamp};
     T* traj_ptr = traj.defined() ? traj.mutable_data_ptr<T>() : nullptr;
     const auto ok = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0; };
-    const bool vec = ok(x.const_data_ptr()) && ok(g.const_data_ptr()) && ok(out.data_ptr()) && ok(traj_ptr);
-    const int64_t blocks = grid_size((n + 3) / 4, 256, x.get_device(), 8);
-    langevin_update_kernel<T><<<blocks, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(
+    const bool vec =
+        ok(x.const_data_ptr<T>()) && ok(g.const_data_ptr<T>()) && ok(out.mutable_data_ptr()) && ok(traj_ptr);
+    const int64_t blocks = grid_size(launch, (n + 3) / 4, 256, 8);
+    langevin_update_kernel<T><<<blocks, 256, 0, launch.stream>>>(
         x.const_data_ptr<T>(), g.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj_ptr, n, upd, state, vec);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    JK_CUDA_LAUNCH_CHECK(launch);
   });
 }
 

@@ -16,7 +16,6 @@
 // kPolynomial (grad() calls no transcendental function: cheap enough to keep more rows in flight).
 // The Gaussian ½(x−μ)ᵀP(x−μ) needs the whole row and a D×D matrix: it is special-cased.
 #pragma once
-#include <ATen/OpMathType.h>
 #include <c10/macros/Macros.h>
 
 #include <cmath>
@@ -24,6 +23,7 @@
 #include <type_traits>
 
 #include "fast_math.cuh"
+#include "opmath.h"
 #include "philox.h"
 
 namespace ebm {
@@ -180,13 +180,13 @@ void with_local_model(Model kind, const double* p, F&& f) {
 
 // −dE/dxᵢ of a separable model (no row sums, no neighbours: Harmonic, DoubleWell, Rastrigin) as an
 // elementwise functor, for the shared elementwise loops of both halves (jk::cpu_elementwise,
-// jk::cuda_elementwise).
+// jk::launch_elementwise).
 template <typename M>
 struct SeparableScore {
   M m;
   template <typename T>
   C10_HOST_DEVICE T operator()(T x) const {
-    using A = at::opmath_type<T>;
+    using A = jk::opmath_t<T>;
     return static_cast<T>(-m.grad(A(0), static_cast<A>(x), A(0), false, false, RowConst<A>{A(0), A(0)}));
   }
 };

@@ -16,19 +16,22 @@
 #include "ebm_cpu.h"
 #include "jk.h"
 #include "philox_seeds.h"
+#ifdef JK_WITH_CUDA
+#include "cuda_host.h"
+#endif
 
 namespace ebm {
 
 #ifdef JK_WITH_CUDA
 // ebm_langevin.cu, ebm_hmc.cu: the one-launch chains, for contiguous tensors ebm_chains.cpp has checked.
-void langevin_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& traj,
-                         const ModelSpec& spec, const at::TensorBase& mean, const at::TensorBase& precision,
-                         int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
-                         const std::optional<at::Generator>& generator);
-void hmc_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& accept_rate,
-                    const at::TensorBase& traj, const ModelSpec& spec, const at::TensorBase& mean,
-                    const at::TensorBase& precision, int64_t n_steps, double step_size, int64_t n_leapfrog,
-                    int64_t thin, const std::optional<at::Generator>& generator);
+void langevin_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                         const jk::CudaTensor& traj, const ModelSpec& spec, const jk::CudaTensor& mean,
+                         const jk::CudaTensor& precision, int64_t n_steps, const LangevinUpdate<double>& u,
+                         int64_t thin);
+void hmc_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                    const jk::CudaTensor& accept_rate, const jk::CudaTensor& traj, const ModelSpec& spec,
+                    const jk::CudaTensor& mean, const jk::CudaTensor& precision, int64_t n_steps, double step_size,
+                    int64_t n_leapfrog, int64_t thin);
 #endif
 
 // ---------------------------------------------------------------- checks
@@ -218,7 +221,8 @@ std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std
   const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
-    langevin_chain_cuda(xc, out, traj, spec, mc, pc, n_steps, u, thin, generator);
+    jk::TorchCudaLaunch launch(x.device(), generator);
+    langevin_chain_cuda(launch, xc, out, traj, spec, mc, pc, n_steps, u, thin);
     return {out, traj};
   }
 #endif
@@ -290,7 +294,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, co
   }
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
-    hmc_chain_cuda(xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin, generator);
+    jk::TorchCudaLaunch launch(x.device(), generator);
+    hmc_chain_cuda(launch, xc, out, acc, traj, spec, mc, pc, n_steps, step_size, n_leapfrog, thin);
     return {out, acc, traj};
   }
 #endif

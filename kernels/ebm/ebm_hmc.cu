@@ -1,8 +1,6 @@
 // Family `ebm`, CUDA: hmc_chain, the whole Metropolis-adjusted chain in one launch for the analytic
 // models (design notes in ebm.cu). A file of its own so that it compiles beside ebm.cu and
 // ebm_langevin.cu (ebm_rows.cuh).
-#include <ATen/Dispatch.h>
-
 #include "ebm_rows.cuh"
 #include "philox_cuda.cuh"
 
@@ -76,25 +74,24 @@ __global__ void __launch_bounds__(kTileRows<kD>) hmc_chain_kernel(const T* __res
   }
 }
 
-void hmc_chain_cuda(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& accept_rate,
-                    const at::TensorBase& traj, const ModelSpec& spec, const at::TensorBase& mean,
-                    const at::TensorBase& precision, int64_t n_steps, double step_size, int64_t n_leapfrog,
-                    int64_t thin, const std::optional<at::Generator>& generator) {
-  c10::cuda::CUDAGuard guard(x.device());
+void hmc_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                    const jk::CudaTensor& accept_rate, const jk::CudaTensor& traj, const ModelSpec& spec,
+                    const jk::CudaTensor& mean, const jk::CudaTensor& precision, int64_t n_steps, double step_size,
+                    int64_t n_leapfrog, int64_t thin) {
   const int64_t B = x.size(0), D = x.size(1);
-  const at::PhiloxCudaState philox = jk::cuda_philox_state(uint64_t(n_steps) * ((D + 3) / 4 + 1) * 4, generator);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_hmc_chain_cuda", [&] {
-    using T = scalar_t;
+  const at::PhiloxCudaState philox = launch.philox(uint64_t(n_steps) * ((D + 3) / 4 + 1) * 4);
+  jk::dispatch_float32_64(x.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
     constexpr int kMax = std::is_same<T, double>::value ? 16 : 32;  // cuda_hmc_max_d
     with_chain_model<T>(spec, [&](auto m) {
       with_tier<kMax>(D, [&](auto tier) {
         constexpr int kD = decltype(tier)::value;
-        const int64_t blocks = grid_size(B, kTileRows<kD>, x.get_device(), 16);
-        hmc_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, c10::cuda::getCurrentCUDAStream()>>>(
+        const int64_t blocks = grid_size(launch, B, kTileRows<kD>, 16);
+        hmc_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, launch.stream>>>(
             x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), accept_rate.mutable_data_ptr<T>(),
             traj.mutable_data_ptr<T>(), B, int(D), m, data_or_null<T>(mean), data_or_null<T>(precision), n_steps,
             T(step_size), n_leapfrog, thin, philox);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        JK_CUDA_LAUNCH_CHECK(launch);
       });
     });
   });

@@ -54,21 +54,21 @@ __global__ void __launch_bounds__(kTileRows<kD>) langevin_chain_kernel(const T* 
 
 // The chain for rows of dtype T: the model and the width tier as template arguments.
 template <typename T>
-void launch_langevin_chain(const at::TensorBase& x, const at::TensorBase& out, const at::TensorBase& traj,
-                           const ModelSpec& spec, const at::TensorBase& mean, const at::TensorBase& precision,
-                           int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
-                           const at::PhiloxCudaState& philox) {
+void launch_langevin_chain(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                           const jk::CudaTensor& traj, const ModelSpec& spec, const jk::CudaTensor& mean,
+                           const jk::CudaTensor& precision, int64_t n_steps, const LangevinUpdate<double>& u,
+                           int64_t thin, const at::PhiloxCudaState& philox) {
   const int64_t B = x.size(0), D = x.size(1);
   constexpr int kMax = std::is_same<T, double>::value ? 32 : 64;  // cuda_langevin_max_d
   const LangevinUpdate<T> upd{T(u.a), T(u.tau), T(u.lo), T(u.hi), u.clamp};
   with_chain_model<T>(spec, [&](auto m) {
     with_tier<kMax>(D, [&](auto tier) {
       constexpr int kD = decltype(tier)::value;
-      const int64_t blocks = grid_size(B, kTileRows<kD>, x.get_device(), 16);
-      langevin_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      const int64_t blocks = grid_size(launch, B, kTileRows<kD>, 16);
+      langevin_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, launch.stream>>>(
           x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, int(D), m,
           data_or_null<T>(mean), data_or_null<T>(precision), n_steps, upd, thin, philox);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      JK_CUDA_LAUNCH_CHECK(launch);
     });
   });
 }

@@ -4,10 +4,11 @@
 
 namespace ebm {
 
-template void launch_langevin_chain<double>(const at::TensorBase& x, const at::TensorBase& out,
-                                            const at::TensorBase& traj, const ModelSpec& spec,
-                                            const at::TensorBase& mean, const at::TensorBase& precision,
-                                            int64_t n_steps, const LangevinUpdate<double>& u, int64_t thin,
+template void launch_langevin_chain<double>(jk::CudaLaunch& launch, const jk::CudaTensor& x,
+                                            const jk::CudaTensor& out, const jk::CudaTensor& traj,
+                                            const ModelSpec& spec, const jk::CudaTensor& mean,
+                                            const jk::CudaTensor& precision, int64_t n_steps,
+                                            const LangevinUpdate<double>& u, int64_t thin,
                                             const at::PhiloxCudaState& philox);
 
 }  // namespace ebm

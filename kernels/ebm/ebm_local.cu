@@ -5,16 +5,14 @@
 // next/previous lane by shuffle, row sums (energies, Ackley's statistics) reduce inside the group by
 // shuffles, and an energy is one store per row. Periodic terms take cos(πt), sin(πt) with the 2 folded
 // into t (ebm.h: cos_pi).
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda_launch.cuh"
 #include "ebm.h"
 #include "ebm_rows.cuh"
-#include "elementwise.cuh"
+#include "elementwise_kernel.cuh"  // jk::Vec, jk::aligned16, jk::launch_elementwise
 
 namespace ebm {
 
@@ -57,7 +55,7 @@ __device__ __forceinline__ A left_of(const jk::Vec<T, V>& v, const T* xr, int c,
 template <typename T, int V, bool kScore, typename M>
 __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t B,
                                                          int D, int G, M m) {
-  using A = at::opmath_type<T>;
+  using A = jk::opmath_t<T>;
   using Vec = jk::Vec<T, V>;
   const int lane = threadIdx.x & 31, l = lane & (G - 1), rows_per_warp = 32 / G;
   const int chunks = (D + G * V - 1) / (G * V);
@@ -122,7 +120,7 @@ __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x
 }
 
 template <typename T, int V, bool kScore, typename M>
-void launch_local_rows(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
+void launch_local_rows(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out, const M& m) {
   const int64_t B = x.size(0), D = x.size(1);
   const int64_t units = (D + V - 1) / V;
   int G = 1;
@@ -130,10 +128,9 @@ void launch_local_rows(const at::TensorBase& x, const at::TensorBase& out, const
   constexpr int kThreads = 256;
   const int64_t rows_per_block = (kThreads / 32) * (32 / G);
   const auto kernel = local_rows_kernel<T, V, kScore, M>;
-  const int64_t blocks = resident_grid(kernel, kThreads, (B + rows_per_block - 1) / rows_per_block, x.get_device());
-  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B,
-                                                                     int(D), G, m);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int64_t blocks = resident_grid(launch, kernel, kThreads, (B + rows_per_block - 1) / rows_per_block);
+  kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B, int(D), G, m);
+  JK_CUDA_LAUNCH_CHECK(launch);
 }
 
 // ---------------------------------------------------------------- local models, rows of G·V elements: tiles
@@ -183,7 +180,7 @@ __device__ __forceinline__ void group_all_gather(A (&a)[U], int l) {
 // run on zeros (the shuffles need every lane) and are never stored.
 template <typename T, int V, int G, int K, bool kScore, typename M>
 __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t B, M m) {
-  using A = at::opmath_type<T>;
+  using A = jk::opmath_t<T>;
   using Vec = jk::Vec<T, V>;
   constexpr int D = G * V, U = G * K, kRpw = 32 / G, kRows = 32 * K;
   const int lane = threadIdx.x & 31, l = lane & (G - 1), g = lane / G;
@@ -279,21 +276,20 @@ __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x
 }
 
 template <typename T, int V, int G, bool kScore, typename M>
-void launch_local_tile(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
+void launch_local_tile(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out, const M& m) {
   // Scores of the polynomial models keep two tiles of rows in flight per lane group (8 vectors per
   // lane at D = 16 float32): 3-4% faster on the H200, where Rastrigin's and Ackley's scores, with
   // their sines and exponentials, were 4-7% slower that way (session-6 A/B, results/session6/ebm_ab.log).
   constexpr int K = (G >= 4 ? 1 : 4 / G) * (kScore && M::kPolynomial ? 2 : 1), kThreads = 256;
   const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 32 * K;
-  // One tile per block up to SMs × 256 blocks (past that they loop), as jk::cuda_elementwise
+  // One tile per block up to SMs × 256 blocks (past that they loop), as jk::launch_elementwise
   // launches (relu_add: ~100% of the copy floor). With a one-wave grid-stride grid
   // (resident_grid) the harmonic score, the same loads and stores, measured 85% on the H200
   // (torch.compile's flat kernel ~93%); short blocks also leave no partial last round.
-  const int64_t blocks = grid_size(B, rows_per_block, x.get_device(), 256);
+  const int64_t blocks = grid_size(launch, B, rows_per_block, 256);
   const auto kernel = local_tile_kernel<T, V, G, K, kScore, M>;
-  kernel<<<blocks, kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(),
-                                                                     B, m);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B, m);
+  JK_CUDA_LAUNCH_CHECK(launch);
 }
 
 // Calls f(std::true_type{}) or f(std::false_type{}): a run-time flag as a compile-time one.
@@ -306,28 +302,32 @@ void with_flag(bool flag, F&& f) {
 // nvcc 13.0 builds a kernel launched from an `if constexpr` written directly in a generic lambda,
 // but the launch fails with "invalid device function" (session 11, results/session11/probe).
 template <typename T, bool kScore, typename M>
-void launch_local_model(const at::TensorBase& x, const at::TensorBase& out, const M& m) {
+void launch_local_model(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out, const M& m) {
   if constexpr (kScore && !M::kStats && !M::kNeighbours) {
     // Separable: each element's score alone, on the shared elementwise launcher. Against the row
     // tiles (session 11 A/B, results/session11/ab_flat.log): float32 the same within 0.5%,
     // Rastrigin's bfloat16 score 7% faster.
-    jk::cuda_elementwise<T>(out, SeparableScore<M>{m}, x);
+    JK_CUDA_CHECK(launch, jk::launch_elementwise(launch.stream, out.mutable_data_ptr<T>(), out.numel(),
+                                                 SeparableScore<M>{m}, x.const_data_ptr<T>()));
   } else {  // (else: the row kernels of separable scores are never built)
     constexpr int kV = 16 / sizeof(T);
     const int64_t D = x.size(1);
-    const bool vec = D % kV == 0 && jk::aligned16(x.const_data_ptr()) && (!kScore || jk::aligned16(out.data_ptr()));
-    const auto tile = [&](auto groups) { launch_local_tile<T, kV, decltype(groups)::value, kScore, M>(x, out, m); };
+    const bool vec =
+        D % kV == 0 && jk::aligned16(x.const_data_ptr<T>()) && (!kScore || jk::aligned16(out.mutable_data_ptr()));
+    const auto tile = [&](auto groups) {
+      launch_local_tile<T, kV, decltype(groups)::value, kScore, M>(launch, x, out, m);
+    };
     if (vec && with_row_vectors(D, kV, tile)) return;
-    vec ? launch_local_rows<T, kV, kScore>(x, out, m) : launch_local_rows<T, 1, kScore>(x, out, m);
+    vec ? launch_local_rows<T, kV, kScore>(launch, x, out, m) : launch_local_rows<T, 1, kScore>(launch, x, out, m);
   }
 }
 
-void local_rows_cuda(const at::TensorBase& x, const at::TensorBase& out, const ModelSpec& spec, bool score) {
-  c10::cuda::CUDAGuard guard(x.device());
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_local_cuda", [&] {
-    using T = scalar_t;
-    with_local_model<at::opmath_type<T>>(spec.kind, spec.p, [&](auto m) {
-      with_flag(score, [&](auto score_flag) { launch_local_model<T, decltype(score_flag)::value>(x, out, m); });
+void local_rows_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out, const ModelSpec& spec,
+                     bool score) {
+  jk::dispatch_float(x.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    with_local_model<jk::opmath_t<T>>(spec.kind, spec.p, [&](auto m) {
+      with_flag(score, [&](auto score_flag) { launch_local_model<T, decltype(score_flag)::value>(launch, x, out, m); });
     });
   });
 }

@@ -4,22 +4,20 @@
 // for D <= 64 and by the one-launch chains in ebm_langevin.cuh and ebm_hmc.cu). The kernels live in
 // five files so that nvcc, one process per file, compiles them at once (ebm.cu says why).
 #pragma once
-#include <ATen/core/TensorBase.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 
+#include "cuda_launch.cuh"
 #include "ebm.h"
-#include "elementwise.cuh"  // jk::multiprocessor_count, jk::blocks_per_sm
 
 namespace ebm {
 
 // Blocks for `work` units of `per_block` each, capped at what fills the GPU `per_sm` times.
-inline int64_t grid_size(int64_t work, int64_t per_block, int device, int per_sm) {
+inline int64_t grid_size(const jk::CudaLaunch& launch, int64_t work, int64_t per_block, int per_sm) {
   const int64_t want = (work + per_block - 1) / per_block;
-  return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(jk::multiprocessor_count(device)) * per_sm));
+  return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(launch.multiprocessors) * per_sm));
 }
 
 // ---------------------------------------------------------------- row vectors and lane groups
@@ -31,8 +29,8 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // block waits for a second wave while the first idles on its last rows (grid-stride loops
 // give every block the same share; a partial second wave doubles the time of its blocks).
 template <typename Kernel>
-int64_t resident_grid(Kernel kernel, int threads, int64_t want, int device) {
-  const int64_t wave = int64_t(jk::blocks_per_sm(kernel, threads)) * jk::multiprocessor_count(device);
+int64_t resident_grid(const jk::CudaLaunch& launch, Kernel kernel, int threads, int64_t want) {
+  const int64_t wave = int64_t(jk::blocks_per_sm(launch, kernel, threads)) * launch.multiprocessors;
   return std::max<int64_t>(1, std::min<int64_t>(want, wave));
 }
 
@@ -290,7 +288,7 @@ void with_chain_model(const ModelSpec& spec, F&& f) {
 }
 
 template <typename T>
-const T* data_or_null(const at::TensorBase& t) {
+const T* data_or_null(const jk::CudaTensor& t) {
   return t.defined() ? t.const_data_ptr<T>() : nullptr;
 }
 

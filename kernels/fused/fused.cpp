@@ -5,22 +5,20 @@
 // shape rules and checks live in one place and no Python fake is needed.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
-#ifdef JK_WITH_CUDA
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 #include "cpu_loops.h"
 #include "fused.h"
 #include "jk.h"
+#ifdef JK_WITH_CUDA
+#include "cuda_host.h"
+#endif
 
 namespace fused {
 
 #ifdef JK_WITH_CUDA
-// fused.cu, instantiated for our four dtypes: raw pointers, so that file needs no tensor headers.
-template <typename T>
-cudaError_t relu_add_cuda(cudaStream_t stream, T* out, const T* x, const T* y, int64_t n, double bias);
+// fused.cu (contiguous tensors of one dtype, out allocated).
+void relu_add_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& x,
+                   const jk::CudaTensor& y, double bias);
 #endif
 
 at::Tensor relu_add(const at::Tensor& x, const at::Tensor& y, double bias) {
@@ -29,16 +27,14 @@ at::Tensor relu_add(const at::Tensor& x, const at::Tensor& y, double bias) {
   at::Tensor out = at::empty(x.sizes(), x.options());
   if (x.is_meta()) return out;
   const at::Tensor x_contig = x.contiguous(), y_contig = y.contiguous();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu_add", [&] {
 #ifdef JK_WITH_CUDA
-    if (x.is_cuda()) {
-      const c10::cuda::CUDAGuard guard(x.device());
-      C10_CUDA_CHECK(relu_add_cuda(c10::cuda::getCurrentCUDAStream(), out.mutable_data_ptr<scalar_t>(),
-                                   x_contig.const_data_ptr<scalar_t>(), y_contig.const_data_ptr<scalar_t>(),
-                                   out.numel(), bias));
-      return;
-    }
+  if (x.is_cuda()) {
+    jk::TorchCudaLaunch launch(x.device());
+    relu_add_cuda(launch, out, x_contig, y_contig, bias);
+    return out;
+  }
 #endif
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu_add", [&] {
     jk::cpu_elementwise<scalar_t>(out, ReluAdd{bias}, x_contig, y_contig);
   });
   return out;

@@ -7,6 +7,7 @@
 // split of factors into bfloat16 pieces for tensor-core products (class Factor).
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/empty.h>
@@ -30,6 +31,9 @@
 #include "cpu_loops.h"
 #include "jk.h"
 #include "linalg.h"
+#ifdef JK_WITH_CUDA
+#include "cuda_host.h"
+#endif
 
 namespace linalg {
 
@@ -138,7 +142,8 @@ void eye_axpy(const at::Tensor& out, const at::Tensor& in, const at::Tensor& a_v
               const at::Tensor& d_vec, double d_scale) {
 #ifdef JK_WITH_CUDA
   if (out.is_cuda()) {
-    eye_axpy_cuda(out, in, a_vec, a_scale, d_vec, d_scale);
+    jk::TorchCudaLaunch launch(out.device());
+    eye_axpy_cuda(launch, out, in, a_vec, a_scale, d_vec, d_scale);
     return;
   }
 #endif
@@ -154,7 +159,8 @@ void finish_diagonal(const at::Tensor& A, double a_scale, const at::Tensor& X, c
                      double eps) {
 #ifdef JK_WITH_CUDA
   if (A.is_cuda()) {
-    finish_diagonal_cuda(A, a_scale, X, residual, p, eps);
+    jk::TorchCudaLaunch launch(A.device());
+    finish_diagonal_cuda(launch, A, a_scale, X, residual, p, eps);
     return;
   }
 #endif
@@ -250,7 +256,10 @@ class Factor {
     at::Tensor new_left, new_right;
     if (want_left && !s.left.defined()) new_left = s.left = at::empty({nb, n, kSplitTerms * n}, options);
     if (want_right && !s.right.defined()) new_right = s.right = at::empty({nb, kSplitTerms * n, n}, options);
-    if (new_left.defined() || new_right.defined()) split_bf16x3_cuda(s.source, s.scale, s.shift, new_left, new_right);
+    if (new_left.defined() || new_right.defined()) {
+      jk::TorchCudaLaunch launch(s.source.device());
+      split_bf16x3_cuda(launch, s.source, s.scale, s.shift, new_left, new_right);
+    }
   }
 #endif
 
@@ -403,7 +412,8 @@ void kron_into(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) 
   if (out.numel() == 0) return;
 #ifdef JK_WITH_CUDA
   if (out.is_cuda()) {
-    kron_cuda(out, A, B);
+    jk::TorchCudaLaunch launch(out.device());
+    kron_cuda(launch, out, A, B);
     return;
   }
 #endif

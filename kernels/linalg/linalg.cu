@@ -1,5 +1,6 @@
-// Family `linalg`: CUDA kernels and their launchers. Checks, allocation and registration live
-// in linalg.cpp, which keeps this file's includes (and so its cold nvcc time) small.
+// Family `linalg`: CUDA kernels and their launchers. Checks, allocation, the device guard, the stream,
+// scratch memory and registration are in linalg.cpp (through cuda_launch.cuh), so this file includes
+// no tensor header and its cold nvcc time is its own code's.
 //
 // Design (what bounds each op, and how the kernels are written to reach it):
 // - matrix_inverse_root is compute-bound: a scaled coupled Newton iteration whose cost is its
@@ -17,16 +18,15 @@
 //   from L1 (the row-by-row kernel before it also loaded a B vector per store, and L2 was 85%
 //   busy with those loads: 24.6 us against torch.compile's 22.8 on the H200). Otherwise the
 //   row kernel walks each output row, positions advanced with carries (no divisions in loops).
-#include <ATen/Dispatch.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
-#include "elementwise.cuh"  // jk::multiprocessor_count, jk::aligned16
+#include "cuda_launch.cuh"
+#include "elementwise_kernel.cuh"  // jk::aligned16
 #include "linalg.h"
 
 namespace linalg {
@@ -257,18 +257,20 @@ __global__ void __launch_bounds__(kThreads) kron_rows_kernel(T* __restrict__ out
 
 // kVecB: a vector of VEC output columns lies in one B row (q % VEC == 0 and B aligned, or VEC = 1).
 template <typename T, int VEC, bool kVecB>
-void launch_kron(const at::TensorBase& out, const at::TensorBase& A, const at::TensorBase& B) {
+void launch_kron(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B) {
   KronArgs s{};
   s.m = A.size(1), s.n = A.size(2), s.p = B.size(1), s.q = B.size(2);
   s.cols = s.n * s.q, s.numel = out.numel(), s.pq = s.p * s.q;
   const int64_t vcols = s.cols / VEC;
-  const int64_t sms = jk::multiprocessor_count(out.get_device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const int64_t sms = launch.multiprocessors;
+  const cudaStream_t stream = launch.stream;
   if constexpr (kVecB) {
     // Rows i split into chunks so that about four waves of threads (2048 per SM) share the work:
     // enough stores in flight, short blocks, a short tail.
     const int64_t slots = out.size(0) * s.p * vcols;
     const int64_t slot_blocks = (slots + kThreads - 1) / kThreads;
+    // (std::runtime_error: PyTorch raises it as RuntimeError, as TORCH_CHECK's, without c10's headers)
+    if (slot_blocks >= (int64_t{1} << 31)) throw std::runtime_error("kron: output too large for one launch");
     const int64_t threads_wanted = sms * 2048 * 4;
     int64_t chunks = std::clamp<int64_t>((threads_wanted + slots - 1) / slots, 1, std::min<int64_t>(s.m, 65535));
     // Outer products (p = 1: per_sample_grad_linear) write a batch entry's rows one after another in
@@ -280,7 +282,6 @@ void launch_kron(const at::TensorBase& out, const at::TensorBase& A, const at::T
     if (outer) chunks = std::min<int64_t>((s.m + 3) / 4, int64_t{1} << 30);
     const int64_t rows_per_chunk = (s.m + chunks - 1) / chunks;
     chunks = (s.m + rows_per_chunk - 1) / rows_per_chunk;
-    TORCH_CHECK(slot_blocks < (int64_t{1} << 31), "kron: output too large for one launch");
     T* o = out.mutable_data_ptr<T>();
     if (outer) {
       kron_slots_kernel<T, VEC, true><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(slot_blocks)),
@@ -301,7 +302,7 @@ void launch_kron(const at::TensorBase& out, const at::TensorBase& A, const at::T
     const int64_t rows = s.numel / s.cols;
     const int64_t blocks = std::min<int64_t>((rows + ty - 1) / ty, sms * 32);
     const int64_t step = blocks * ty;
-    TORCH_INTERNAL_ASSERT(step <= INT32_MAX, "kron: row step too large for the 32-bit start split");
+    if (step > INT32_MAX) throw std::logic_error("kron: row step too large for the 32-bit start split");
     const int64_t ai = step / s.p, db = ai / s.m;
     s.step_i = ai - db * s.m;
     s.step_k = step - ai * s.p;
@@ -311,7 +312,7 @@ void launch_kron(const at::TensorBase& out, const at::TensorBase& A, const at::T
     kron_rows_kernel<T, VEC><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
         out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), s);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  JK_CUDA_LAUNCH_CHECK(launch);
 }
 
 // Diagonal input gets the exact elementwise answer (linalg.cpp, finish_diagonal). A warp per row
@@ -360,52 +361,49 @@ __global__ void __launch_bounds__(kThreads) write_diagonal_answer_kernel(const T
 
 }  // namespace
 
-void eye_axpy_cuda(const at::TensorBase& out, const at::TensorBase& in, const at::TensorBase& a_vec, double a_scale,
-                   const at::TensorBase& d_vec, double d_scale) {
-  const c10::cuda::CUDAGuard guard(out.device());
+void eye_axpy_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& in,
+                   const jk::CudaTensor& a_vec, double a_scale, const jk::CudaTensor& d_vec, double d_scale) {
   const int64_t nb = out.size(0), n = out.size(1);
   const int64_t blocks_x = std::min<int64_t>((n * n + kThreads - 1) / kThreads, 4096);
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(std::min<int64_t>(nb, 65535)));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "eye_axpy_cuda", [&] {
-    eye_axpy_kernel<scalar_t><<<grid, kThreads, 0, stream>>>(
+  jk::dispatch_float32_64(out.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    eye_axpy_kernel<scalar_t><<<grid, kThreads, 0, launch.stream>>>(
         out.mutable_data_ptr<scalar_t>(), in.defined() ? in.const_data_ptr<scalar_t>() : nullptr,
         a_vec.defined() ? a_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(a_scale),
         d_vec.defined() ? d_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(d_scale), nb, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    JK_CUDA_LAUNCH_CHECK(launch);
   });
 }
 
-void finish_diagonal_cuda(const at::TensorBase& A, double a_scale, const at::TensorBase& X,
-                          const at::TensorBase& residual, int64_t p, double eps) {
-  const c10::cuda::CUDAGuard guard(A.device());
+void finish_diagonal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, double a_scale, const jk::CudaTensor& X,
+                          const jk::CudaTensor& residual, int64_t p, double eps) {
   const int64_t n = A.size(1), rows = A.size(0) * n;
-  const at::TensorBase not_diagonal = jk::cuda_workspace(A.size(0) * static_cast<int64_t>(sizeof(int)), A.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  C10_CUDA_CHECK(cudaMemsetAsync(not_diagonal.mutable_data_ptr(), 0, not_diagonal.nbytes(), stream));
+  const int64_t not_diagonal_bytes = A.size(0) * static_cast<int64_t>(sizeof(int));
+  int* not_diagonal = static_cast<int*>(launch.scratch(not_diagonal_bytes));
+  JK_CUDA_CHECK(launch, cudaMemsetAsync(not_diagonal, 0, not_diagonal_bytes, launch.stream));
   // A warp per row, at most one full wave (8 blocks of 256 threads per SM).
   const int64_t blocks = std::min<int64_t>((rows + kThreads / 32 - 1) / (kThreads / 32),
-                                           static_cast<int64_t>(jk::multiprocessor_count(A.get_device())) * 8);
-  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "finish_diagonal_cuda", [&] {
-    mark_not_diagonal_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        A.const_data_ptr<scalar_t>(), static_cast<int*>(not_diagonal.mutable_data_ptr()), rows, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    write_diagonal_answer_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+                                           static_cast<int64_t>(launch.multiprocessors) * 8);
+  jk::dispatch_float32_64(A.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    mark_not_diagonal_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, launch.stream>>>(
+        A.const_data_ptr<scalar_t>(), not_diagonal, rows, n);
+    JK_CUDA_LAUNCH_CHECK(launch);
+    write_diagonal_answer_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, launch.stream>>>(
         A.const_data_ptr<scalar_t>(), X.mutable_data_ptr<scalar_t>(), residual.mutable_data_ptr<scalar_t>(),
-        static_cast<const int*>(not_diagonal.const_data_ptr()), rows, n, static_cast<scalar_t>(a_scale),
-        static_cast<scalar_t>(eps), static_cast<scalar_t>(-1.0 / static_cast<double>(p)));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+        not_diagonal, rows, n, static_cast<scalar_t>(a_scale), static_cast<scalar_t>(eps),
+        static_cast<scalar_t>(-1.0 / static_cast<double>(p)));
+    JK_CUDA_LAUNCH_CHECK(launch);
   });
 }
 
-void split_bf16x3_cuda(const at::TensorBase& x, double scale, double shift, const at::TensorBase& left,
-                       const at::TensorBase& right) {
-  const c10::cuda::CUDAGuard guard(x.device());
+void split_bf16x3_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, double scale, double shift,
+                       const jk::CudaTensor& left, const jk::CudaTensor& right) {
   const int64_t n = x.size(1), rows = x.size(0) * n;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const float* x_ptr = x.const_data_ptr<float>();
-  auto* left_ptr = left.defined() ? reinterpret_cast<__nv_bfloat16*>(left.mutable_data_ptr<at::BFloat16>()) : nullptr;
-  auto* right_ptr = right.defined() ? reinterpret_cast<__nv_bfloat16*>(right.mutable_data_ptr<at::BFloat16>()) : nullptr;
+  auto* left_ptr = left.defined() ? left.mutable_data_ptr<__nv_bfloat16>() : nullptr;
+  auto* right_ptr = right.defined() ? right.mutable_data_ptr<__nv_bfloat16>() : nullptr;
   // Row starts are 16-byte (x) and 8-byte (pieces) aligned when n % 4 == 0 and the buffers are.
   const bool vec4 = n % 4 == 0 && jk::aligned16(x_ptr) && reinterpret_cast<uintptr_t>(left_ptr) % 8 == 0 &&
                     reinterpret_cast<uintptr_t>(right_ptr) % 8 == 0;
@@ -415,32 +413,32 @@ void split_bf16x3_cuda(const at::TensorBase& x, double scale, double shift, cons
   const dim3 block(tx, kThreads / tx);
   // Enough blocks for the rows, at most one full wave (8 blocks of 256 threads per SM).
   const int64_t blocks = std::min<int64_t>((rows + block.y - 1) / block.y,
-                                           static_cast<int64_t>(jk::multiprocessor_count(x.get_device())) * 8);
-  const auto launch = [&](auto kernel) {
-    kernel<<<static_cast<unsigned>(blocks), block, 0, stream>>>(x_ptr, static_cast<float>(scale),
-                                                                static_cast<float>(shift), left_ptr, right_ptr, rows, n);
+                                           static_cast<int64_t>(launch.multiprocessors) * 8);
+  const auto run = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(blocks), block, 0, launch.stream>>>(
+        x_ptr, static_cast<float>(scale), static_cast<float>(shift), left_ptr, right_ptr, rows, n);
   };
   if (vec4) {
-    launch(split_bf16x3_kernel<4>);
+    run(split_bf16x3_kernel<4>);
   } else {
-    launch(split_bf16x3_kernel<1>);
+    run(split_bf16x3_kernel<1>);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  JK_CUDA_LAUNCH_CHECK(launch);
 }
 
-void kron_cuda(const at::TensorBase& out, const at::TensorBase& A, const at::TensorBase& B) {
-  const c10::cuda::CUDAGuard guard(out.device());
+void kron_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B) {
   const int64_t cols = A.size(2) * B.size(2), q = B.size(2);
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "kron_cuda", [&] {
+  jk::dispatch_float(out.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
     constexpr int vec = 16 / sizeof(scalar_t);
-    if (cols % vec == 0 && jk::aligned16(out.const_data_ptr())) {
-      if (q % vec == 0 && jk::aligned16(B.const_data_ptr())) {
-        launch_kron<scalar_t, vec, true>(out, A, B);  // common case: vector loads of B rows
+    if (cols % vec == 0 && jk::aligned16(out.const_data_ptr<scalar_t>())) {
+      if (q % vec == 0 && jk::aligned16(B.const_data_ptr<scalar_t>())) {
+        launch_kron<scalar_t, vec, true>(launch, out, A, B);  // common case: vector loads of B rows
       } else {
-        launch_kron<scalar_t, vec, false>(out, A, B);
+        launch_kron<scalar_t, vec, false>(launch, out, A, B);
       }
     } else {
-      launch_kron<scalar_t, 1, true>(out, A, B);  // one element per "vector": always inside one B row
+      launch_kron<scalar_t, 1, true>(launch, out, A, B);  // one element per "vector": always inside one B row
     }
   });
 }

@@ -1,8 +1,11 @@
 // Family `linalg`: what the CPU (linalg.cpp) and CUDA (linalg.cu) halves share.
 #pragma once
-#include <ATen/OpMathType.h>
-#include <ATen/core/TensorBase.h>
 #include <c10/macros/Macros.h>
+
+#include "opmath.h"
+#ifdef JK_WITH_CUDA
+#include "cuda_launch.cuh"
+#endif
 
 namespace linalg {
 
@@ -10,7 +13,7 @@ namespace linalg {
 // product of two 11-bit significands fits in float's 24 bits, so it rounds once like torch).
 template <typename T>
 C10_HOST_DEVICE inline T kron_mul(T a, T b) {
-  using acc_t = at::opmath_type<T>;
+  using acc_t = jk::opmath_t<T>;
   return static_cast<T>(static_cast<acc_t>(a) * static_cast<acc_t>(b));
 }
 
@@ -20,26 +23,27 @@ C10_HOST_DEVICE inline T kron_mul(T a, T b) {
 constexpr int kSplitTerms = 6;
 
 #ifdef JK_WITH_CUDA
-// Launchers in linalg.cu. Arguments are checked by linalg.cpp: contiguous, one dtype and device.
+// Launchers in linalg.cu. Arguments are checked by linalg.cpp: contiguous, one dtype and device; the
+// launch (device guard, stream, scratch memory) is linalg.cpp's jk::TorchCudaLaunch for the op call.
 
 // out[b] = a[b] * in[b] + d[b] * I for a batch of square matrices (nb, n, n), where
 // a[b] = a_scale * (a_vec defined ? a_vec[b] : 1), likewise d; in undefined means zeros.
-void eye_axpy_cuda(const at::TensorBase& out, const at::TensorBase& in, const at::TensorBase& a_vec, double a_scale,
-                   const at::TensorBase& d_vec, double d_scale);
+void eye_axpy_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& in,
+                   const jk::CudaTensor& a_vec, double a_scale, const jk::CudaTensor& d_vec, double d_scale);
 
 // The bfloat16 pieces of v = scale * x + shift * I for x (nb, n, n) float32, as the left operand
 // left (nb, n, kSplitTerms * n) and/or the right operand right (nb, kSplitTerms * n, n) of
 // at::bmm(left, right, at::kFloat) ~= v_left @ v_right. An undefined output is not written.
-void split_bf16x3_cuda(const at::TensorBase& x, double scale, double shift, const at::TensorBase& left,
-                       const at::TensorBase& right);
+void split_bf16x3_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, double scale, double shift,
+                       const jk::CudaTensor& left, const jk::CudaTensor& right);
 
 // For each matrix b of A (nb, n, n) with no off-diagonal entry other than 0 and a finite diagonal:
 // X[b] = diag((max(a_scale * A_ii, 0) + eps)^(-1/p)) and residual[b] = 0; other matrices are left alone.
-void finish_diagonal_cuda(const at::TensorBase& A, double a_scale, const at::TensorBase& X,
-                          const at::TensorBase& residual, int64_t p, double eps);
+void finish_diagonal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, double a_scale, const jk::CudaTensor& X,
+                          const jk::CudaTensor& residual, int64_t p, double eps);
 
 // out (nb, m*p, n*q) = per-batch kron(A (nb, m, n), B (nb, p, q)).
-void kron_cuda(const at::TensorBase& out, const at::TensorBase& A, const at::TensorBase& B);
+void kron_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B);
 #endif
 
 }  // namespace linalg
