@@ -619,3 +619,47 @@ def test_a_statically_linked_libstdcxx_stays_private(tmp_path):
     runtime_only = ("std::locale", "std::ios_base", "std::num_put", "std::moneypunct", "std::codecvt")
     leaked = [line for line in exported.splitlines() if any(name in line for name in runtime_only)]
     assert not leaked, f"{len(leaked)} symbols of the static libstdc++ exported, e.g. {leaked[:3]}"
+
+
+# What a family's .cu files may include from torch: plain structs and the 16-bit float types. The rest
+# (tensor, dispatch, c10 CUDA headers) cost nvcc ~6 s per file before its own code (cuda_launch.cuh).
+LIGHT_TORCH_HEADERS = {"ATen/cuda/PhiloxCudaState.h", "c10/util/Half.h", "c10/util/BFloat16.h",
+                       "c10/macros/Macros.h"}
+
+
+def _includes_of(source: Path, kernels: Path) -> dict[str, Path]:
+    """Every #include reached from `source` through our own headers: included name -> the file naming it."""
+    found, seen, pending = {}, set(), [source]
+    while pending:
+        path = pending.pop()
+        seen.add(path)
+        for line in path.read_text().splitlines():
+            if not line.startswith("#include"):
+                continue
+            name = line.split()[1].strip('<>"')
+            found.setdefault(name, path)
+            for folder in (path.parent, kernels / "common"):
+                if line.split()[1].startswith('"') and (folder / name).is_file() and folder / name not in seen:
+                    pending.append(folder / name)
+    return found
+
+
+@pytest.mark.parametrize("source", sorted((REPO / "kernels").glob("*/*.cu")), ids=lambda p: p.name)
+def test_cu_files_include_no_tensor_headers(source):
+    """A heavy include slips in silently (one header's include of another), so every .cu file's are checked."""
+    includes = _includes_of(source, REPO / "kernels")
+    heavy = {name: path.name for name, path in includes.items()
+             if name.startswith(("ATen/", "torch/", "c10/")) and name not in LIGHT_TORCH_HEADERS}
+    assert not heavy, f"{source.name} reaches heavy torch headers (header: included by): {heavy}"
+    assert "cuda_launch.cuh" in includes  # the walk follows our headers
+
+
+def test_the_include_check_sees_a_heavy_header(tmp_path):
+    """The walk above follows a family header into kernels/common and finds a heavy include there."""
+    (tmp_path / "common").mkdir()
+    (tmp_path / "fam").mkdir()
+    (tmp_path / "common" / "light.cuh").write_text('#include <c10/util/Half.h>\n#include "deep.h"\n')
+    (tmp_path / "common" / "deep.h").write_text("#include <ATen/core/TensorBase.h>\n")
+    (tmp_path / "fam" / "fam.cu").write_text('#include "light.cuh"\n')
+    includes = _includes_of(tmp_path / "fam" / "fam.cu", tmp_path)
+    assert includes["ATen/core/TensorBase.h"].name == "deep.h"
