@@ -43,7 +43,7 @@ def build_at_once(names: list[str], root: Path) -> None:
     """Build the families of `names` that the cache lacks in child processes (`loader.py build NAME`),
     several at a time: ninja already spreads one family over the cores its few files can use, so a
     machine with cores to spare builds the next families beside it instead of after it. Up to one
-    family per 4 CPUs at once; with fewer than 8 CPUs nothing here (load builds each in turn).
+    family per 3 CPUs at once; with fewer than 6 CPUs nothing here (load builds each in turn).
     Outcomes are printed, not raised: load() of a family that failed builds it again and raises."""
     specs = []
     for name in names:
@@ -51,7 +51,10 @@ def build_at_once(names: list[str], root: Path) -> None:
             spec = _Spec(name, root)
             if not spec.cached_build_complete():
                 specs.append(spec)
-    slots = (os.cpu_count() or 1) // 4
+    # One family per 3 CPUs: since session 29's light .cu files all five families (16 files, ~150 s of compiles)
+    # fit a 16-CPU GPU host at once, ready after 22.7-25.1 s, against 26.6-28.8 s one per 4 CPUs (fused, started
+    # last, finished last; results/session29/call6).
+    slots = (os.cpu_count() or 1) // 3
     if len(specs) < 2 or slots < 2 or not sys.executable:  # (no interpreter to start: an embedded Python)
         return
     # The biggest families first (most bytes to compile: on the GPU machine they take longest), so the last

@@ -339,7 +339,7 @@ def test_superseded_builds_are_deleted_but_the_most_recent_few(tmp_path, monkeyp
 def test_prebuild_builds_missing_families_side_by_side_in_child_processes(tmp_path, monkeypatch, capsys):
     """With cores to spare, prebuild compiles the uncached families in child processes at once, the
     biggest sources first; a broken one is reported, not raised (its load raises), and cached ones are
-    not rebuilt. Below 8 CPUs it leaves every build to load."""
+    not rebuilt. Below 6 CPUs it leaves every build to load."""
     monkeypatch.setenv("JITKERNELS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("JITKERNELS_CUDA", "0")
     root = make_scratch_root(tmp_path, value=1.0, name="first")
