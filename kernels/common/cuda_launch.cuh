@@ -19,7 +19,8 @@ namespace jk {
 enum class DType : int8_t { f16 = 5, f32 = 6, f64 = 7, bf16 = 15 };
 
 // A tensor as a .cu launcher needs it; implicitly made from an at::Tensor in the .cpp (the template
-// constructor is only instantiated there). Valid while that tensor lives: the op's call.
+// constructor is only instantiated there). Valid while that tensor lives: the op's call. An absent
+// (undefined) tensor has null data pointers, so an optional argument's pointer needs no check.
 struct CudaTensor {
   void* data = nullptr;
   const int64_t* sizes = nullptr;
@@ -51,6 +52,7 @@ struct CudaTensor {
   bool defined() const { return is_defined; }
   template <typename T>
   const T* const_data_ptr() const { return static_cast<const T*>(data); }
+  const void* const_data_ptr() const { return data; }
   template <typename T>
   T* mutable_data_ptr() const { return static_cast<T*>(data); }
   void* mutable_data_ptr() const { return data; }

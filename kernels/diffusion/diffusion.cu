@@ -255,7 +255,7 @@ void launch_step(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::Cu
   jk::launch_after_previous(launch, step_kernel<scalar_t, kItem, kVector, kNoise>,
                             dim3(static_cast<unsigned>(blocks)), dim3(kStepThreads), out.mutable_data_ptr<scalar_t>(),
                             m.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
-                            noise.defined() ? noise.const_data_ptr<scalar_t>() : nullptr, n, inner,
+                            noise.const_data_ptr<scalar_t>(), n, inner,
                             static_cast<const StepCoefs<acc_t>*>(table), per_row, clip, range, philox);
 }
 
@@ -277,7 +277,7 @@ void step_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::Cuda
   jk::dispatch_float(out.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
     constexpr int kItem = std::max<int>(16 / sizeof(scalar_t), 4);
-    auto aligned = [](const jk::CudaTensor& t) { return jk::aligned16(t.const_data_ptr<void>()); };
+    auto aligned = [](const jk::CudaTensor& t) { return jk::aligned16(t.const_data_ptr()); };
     const bool vector = out.numel() / x.size(0) % kItem == 0 && aligned(out) && aligned(m) && aligned(x) &&
                         (!noise.defined() || aligned(noise));
     if (vector) {

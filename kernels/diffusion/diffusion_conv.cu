@@ -135,7 +135,7 @@ template <typename scalar_t, typename in_t>
 void launch_gn_mish(jk::CudaLaunch& launch, const jk::CudaTensor& out, const in_t* y, const jk::CudaTensor& bias,
                     const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups, double eps) {
   const int64_t batch_groups = out.size(0) * groups, cg = out.size(1) / groups, length = out.size(2), n = cg * length;
-  const scalar_t* bias_data = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
+  const scalar_t* bias_data = bias.const_data_ptr<scalar_t>();  // null without a bias
   const scalar_t* gamma = gn_weight.const_data_ptr<scalar_t>();
   const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
@@ -436,7 +436,7 @@ bool launch_conv1d_direct(jk::CudaLaunch& launch, const jk::CudaTensor& y, const
   const dim3 grid(static_cast<unsigned>((c_out + shape.co_per_block - 1) / shape.co_per_block),
                   static_cast<unsigned>(batch * tiles));
   const dim3 block(static_cast<unsigned>(32 * shape.co_per_block * shape.splits));
-  const scalar_t* bias_ptr = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
+  const scalar_t* bias_ptr = bias.const_data_ptr<scalar_t>();  // null without a bias
   const cudaStream_t stream = launch.stream;
   if (gn == nullptr) {
     conv1d_direct_kernel<scalar_t, kTile, false><<<grid, block, smem, stream>>>(

@@ -471,7 +471,7 @@ bool launch_gaussian16_mma(jk::CudaLaunch& launch, const jk::CudaTensor& x, cons
   constexpr int kEnergyTiles = 2, kScoreTiles = 4, kThreads = 256;
   // A build for archs before sm_80 alone compiles the mma out.
   if (jk::ptx_version(launch, gaussian16_mma_kernel<true, kScoreTiles>) < 80 ||
-      !jk::aligned16(x.const_data_ptr<float>()) || !jk::aligned16(mean.const_data_ptr<float>()) ||
+      !jk::aligned16(x.const_data_ptr()) || !jk::aligned16(mean.const_data_ptr()) ||
       (score && !jk::aligned16(out.mutable_data_ptr()))) {
     return false;
   }
@@ -574,7 +574,7 @@ void langevin_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const
     using T = decltype(zero);
     using A = jk::opmath_t<T>;
     const LangevinUpdate<A> upd{A(u.a), A(u.tau), A(u.lo), A(u.hi), u.clamp};
-    T* traj_ptr = traj.defined() ? traj.mutable_data_ptr<T>() : nullptr;
+    T* traj_ptr = traj.mutable_data_ptr<T>();  // null without a trajectory
     const auto ok = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0; };
     const bool vec =
         ok(x.const_data_ptr<T>()) && ok(g.const_data_ptr<T>()) && ok(out.mutable_data_ptr()) && ok(traj_ptr);

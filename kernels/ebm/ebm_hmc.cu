@@ -89,7 +89,7 @@ void hmc_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::C
         const int64_t blocks = grid_size(launch, B, kTileRows<kD>, 16);
         hmc_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, launch.stream>>>(
             x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), accept_rate.mutable_data_ptr<T>(),
-            traj.mutable_data_ptr<T>(), B, int(D), m, data_or_null<T>(mean), data_or_null<T>(precision), n_steps,
+            traj.mutable_data_ptr<T>(), B, int(D), m, mean.const_data_ptr<T>(), precision.const_data_ptr<T>(), n_steps,
             T(step_size), n_leapfrog, thin, philox);
         JK_CUDA_LAUNCH_CHECK(launch);
       });

@@ -67,7 +67,7 @@ void launch_langevin_chain(jk::CudaLaunch& launch, const jk::CudaTensor& x, cons
       const int64_t blocks = grid_size(launch, B, kTileRows<kD>, 16);
       langevin_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, launch.stream>>>(
           x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, int(D), m,
-          data_or_null<T>(mean), data_or_null<T>(precision), n_steps, upd, thin, philox);
+          mean.const_data_ptr<T>(), precision.const_data_ptr<T>(), n_steps, upd, thin, philox);
       JK_CUDA_LAUNCH_CHECK(launch);
     });
   });

@@ -287,9 +287,4 @@ void with_chain_model(const ModelSpec& spec, F&& f) {
   }
 }
 
-template <typename T>
-const T* data_or_null(const jk::CudaTensor& t) {
-  return t.defined() ? t.const_data_ptr<T>() : nullptr;
-}
-
 }  // namespace ebm

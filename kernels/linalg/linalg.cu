@@ -369,9 +369,9 @@ void eye_axpy_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::
   jk::dispatch_float32_64(out.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
     eye_axpy_kernel<scalar_t><<<grid, kThreads, 0, launch.stream>>>(
-        out.mutable_data_ptr<scalar_t>(), in.defined() ? in.const_data_ptr<scalar_t>() : nullptr,
-        a_vec.defined() ? a_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(a_scale),
-        d_vec.defined() ? d_vec.const_data_ptr<scalar_t>() : nullptr, static_cast<scalar_t>(d_scale), nb, n);
+        out.mutable_data_ptr<scalar_t>(), in.const_data_ptr<scalar_t>(),
+        a_vec.const_data_ptr<scalar_t>(), static_cast<scalar_t>(a_scale),
+        d_vec.const_data_ptr<scalar_t>(), static_cast<scalar_t>(d_scale), nb, n);
     JK_CUDA_LAUNCH_CHECK(launch);
   });
 }
@@ -402,8 +402,8 @@ void split_bf16x3_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, double s
                        const jk::CudaTensor& left, const jk::CudaTensor& right) {
   const int64_t n = x.size(1), rows = x.size(0) * n;
   const float* x_ptr = x.const_data_ptr<float>();
-  auto* left_ptr = left.defined() ? left.mutable_data_ptr<__nv_bfloat16>() : nullptr;
-  auto* right_ptr = right.defined() ? right.mutable_data_ptr<__nv_bfloat16>() : nullptr;
+  auto* left_ptr = left.mutable_data_ptr<__nv_bfloat16>();
+  auto* right_ptr = right.mutable_data_ptr<__nv_bfloat16>();
   // Row starts are 16-byte (x) and 8-byte (pieces) aligned when n % 4 == 0 and the buffers are.
   const bool vec4 = n % 4 == 0 && jk::aligned16(x_ptr) && reinterpret_cast<uintptr_t>(left_ptr) % 8 == 0 &&
                     reinterpret_cast<uintptr_t>(right_ptr) % 8 == 0;
