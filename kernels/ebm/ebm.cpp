@@ -125,56 +125,58 @@ inline void transpose8x8(__m256 (&r)[8]) {
 }
 #endif
 
-// kRowLanes rows of D elements (row stride D) to lanes and back: lanes[i * kRowLanes + l] = rows[l * D + i],
+// kLanes rows of D elements (row stride D) to lanes and back: lanes[i * kLanes + l] = rows[l * D + i],
 // with scale applied (the scores' sign) on the way back. float32 rows go 8 x 8 floats at a time through
 // AVX registers; element by element, the transposition cost more than the energies themselves.
-template <typename T, typename A>
+template <int64_t kLanes, typename T, typename A>
 void rows_to_lanes(const T* rows, int64_t D, A* lanes) {
   if constexpr (jk::kReducedFloat<T>) {  // widened in one vectorized pass, then transposed as floats
-    A wide[kRowLanes * kCpuGaussianMaxD];
+    A wide[kLanes * kCpuGaussianMaxD];
     if (D <= kCpuGaussianMaxD) {
-      jk::widen(rows, wide, kRowLanes * D);
-      return rows_to_lanes(static_cast<const A*>(wide), D, lanes);
+      jk::widen(rows, wide, kLanes * D);
+      return rows_to_lanes<kLanes>(static_cast<const A*>(wide), D, lanes);
     }
   }
   int64_t c = 0;
 #if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kRowLanes == 8) {
-    for (; c + 8 <= D; c += 8) {
-      __m256 r[8];
-      for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(rows + l * D + c);
-      transpose8x8(r);
-      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(lanes + (c + i) * 8, r[i]);
-    }
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kLanes % 8 == 0) {
+    for (; c + 8 <= D; c += 8)
+      for (int64_t l0 = 0; l0 < kLanes; l0 += 8) {
+        __m256 r[8];
+        for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(rows + (l0 + l) * D + c);
+        transpose8x8(r);
+        for (int i = 0; i < 8; ++i) _mm256_storeu_ps(lanes + (c + i) * kLanes + l0, r[i]);
+      }
   }
 #endif
   for (int64_t i = c; i < D; ++i)  // (i outer, here and below: measured fastest)
-    for (int64_t l = 0; l < kRowLanes; ++l) lanes[i * kRowLanes + l] = static_cast<A>(rows[l * D + i]);
+    for (int64_t l = 0; l < kLanes; ++l) lanes[i * kLanes + l] = static_cast<A>(rows[l * D + i]);
 }
 
-template <typename T, typename A>
+template <int64_t kLanes, typename T, typename A>
 void lanes_to_rows(const A* lanes, int64_t D, A scale, T* rows) {
   if constexpr (jk::kReducedFloat<T>) {  // transposed as floats, then narrowed in one vectorized pass
-    A wide[kRowLanes * kCpuGaussianMaxD];
+    A wide[kLanes * kCpuGaussianMaxD];
     if (D <= kCpuGaussianMaxD) {
-      lanes_to_rows(lanes, D, scale, wide);
-      return jk::narrow(static_cast<const A*>(wide), rows, kRowLanes * D);
+      lanes_to_rows<kLanes>(lanes, D, scale, wide);
+      return jk::narrow(static_cast<const A*>(wide), rows, kLanes * D);
     }
   }
   int64_t c = 0;
 #if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kRowLanes == 8) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kLanes % 8 == 0) {
     const __m256 factor = _mm256_set1_ps(scale);
-    for (; c + 8 <= D; c += 8) {
-      __m256 r[8];
-      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(lanes + (c + i) * 8);
-      transpose8x8(r);
-      for (int l = 0; l < 8; ++l) _mm256_storeu_ps(rows + l * D + c, _mm256_mul_ps(r[l], factor));
-    }
+    for (; c + 8 <= D; c += 8)
+      for (int64_t l0 = 0; l0 < kLanes; l0 += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(lanes + (c + i) * kLanes + l0);
+        transpose8x8(r);
+        for (int l = 0; l < 8; ++l) _mm256_storeu_ps(rows + (l0 + l) * D + c, _mm256_mul_ps(r[l], factor));
+      }
   }
 #endif
   for (int64_t i = c; i < D; ++i)
-    for (int64_t l = 0; l < kRowLanes; ++l) rows[l * D + i] = jk::from_opmath<T>(scale * lanes[i * kRowLanes + l]);
+    for (int64_t l = 0; l < kLanes; ++l) rows[l * D + i] = jk::from_opmath<T>(scale * lanes[i * kLanes + l]);
 }
 
 inline int64_t row_grain(int64_t D) { return std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(D, 1)); }
@@ -188,18 +190,19 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
   T* op = out.mutable_data_ptr<T>();
   at::parallel_for(0, B, row_grain(D), [&](int64_t begin, int64_t end) {
     std::vector<A> row(D), g(D);
-    if constexpr (HasLaneRows<Rows, A>::value) {  // whole blocks of kRowLanes rows at once
-      std::vector<A> x_t(D * kRowLanes), g_t(score ? D * kRowLanes : 0);
-      A energy[kRowLanes];
-      for (; begin + kRowLanes <= end; begin += kRowLanes) {
-        rows_to_lanes(xp + begin * D, D, x_t.data());
+    if constexpr (HasLaneRows<Rows, A>::value) {  // whole blocks of kLanes rows at once
+      constexpr int64_t kLanes = Rows::kRowLanes;
+      std::vector<A> x_t(D * kLanes), g_t(score ? D * kLanes : 0);
+      A energy[kLanes];
+      for (; begin + kLanes <= end; begin += kLanes) {
+        rows_to_lanes<kLanes>(xp + begin * D, D, x_t.data());
         if (!score) {
           rows.energies(x_t.data(), D, energy);
-          for (int64_t l = 0; l < kRowLanes; ++l) op[begin + l] = jk::from_opmath<T>(energy[l]);
+          for (int64_t l = 0; l < kLanes; ++l) op[begin + l] = jk::from_opmath<T>(energy[l]);
           continue;
         }
         rows.grads(x_t.data(), g_t.data(), D);
-        lanes_to_rows(g_t.data(), D, A(-1), op + begin * D);
+        lanes_to_rows<kLanes>(g_t.data(), D, A(-1), op + begin * D);
       }
     }
     for (int64_t r = begin; r < end; ++r) {  // (the rows left after whole blocks)

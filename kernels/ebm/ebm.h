@@ -74,6 +74,18 @@ C10_HOST_DEVICE inline A sin_pi(A t) {
   }
 }
 
+// e^x: on the host in float, jk::exp_float (fast_math.cuh: a polynomial, so that the CPU's lane loops
+// vectorize, where std::exp is a scalar call: Ackley's energy 275 -> 186 us and score 486 -> 381, B = 32768,
+// D = 16, float32, 2 cores); std::exp elsewhere, so the CUDA kernels are unchanged.
+template <typename A>
+C10_HOST_DEVICE inline A exp_rows(A x) {
+#ifndef __CUDA_ARCH__
+  if constexpr (std::is_same<A, float>::value) return jk::exp_float(x);
+#endif
+  using std::exp;
+  return exp(x);
+}
+
 // ½k·Σxᵢ²
 template <typename A>
 struct Harmonic {
@@ -149,17 +161,15 @@ struct Ackley {
   }
   C10_HOST_DEVICE A term(A, A, bool) const { return A(0); }
   C10_HOST_DEVICE A finish(A, A s0, A s1, int64_t D) const {
-    using std::exp;
     using std::sqrt;
     const A n = static_cast<A>(D);
-    return -a * exp(-b * sqrt(s0 / n)) - exp(s1 / n) + a + A(kE);
+    return -a * exp_rows(-b * sqrt(s0 / n)) - exp_rows(s1 / n) + a + A(kE);
   }
   C10_HOST_DEVICE RowConst<A> prepare(A s0, A s1, int64_t D) const {
-    using std::exp;
     using std::sqrt;
     const A n = static_cast<A>(D);
     const A r = sqrt(s0 / n);
-    return {r > A(0) ? a * b * exp(-b * r) / (n * r) : A(0), exp(s1 / n) * c / n};
+    return {r > A(0) ? a * b * exp_rows(-b * r) / (n * r) : A(0), exp_rows(s1 / n) * c / n};
   }
   C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A> rc) const { return rc.c0 * x + rc.c1 * sin_pi(c_pi * x); }
 };

@@ -82,14 +82,11 @@ void row_grad(const M& m, const A* x, A* g, int64_t D) {
   if (D > 1) g[D - 1] = m.grad(x[D - 2], x[D - 1], A(0), true, false, rc);
 }
 
-// Rows that rows_cpu hands kRowLanes at a time to LocalRows::energies / grads, transposed: element i of
-// row l at i * kRowLanes + l. The lanes are independent, so the loops vectorize (one row's running sum,
-// and a row's neighbour and edge selects, did not), and each row is computed in row_energy's and
-// row_grad's order.
-constexpr int64_t kRowLanes = 8;
-
-// Whether a row object has that lane-wise path (LocalRows does). C++17: torch 2.11 builds extensions
-// with -std=c++17, so no concepts or requires-expressions here (tests/test_cxx17.py).
+// Rows that rows_cpu hands Rows::kRowLanes at a time to a row object's energies / grads, transposed:
+// element i of row l at i * kRowLanes + l. The lanes are independent, so the loops vectorize (one row's
+// running sum, and a row's neighbour and edge selects, did not), and each row is computed in row_energy's
+// and row_grad's order. Whether a row object has that path (LocalRows and GaussRows do): C++17, as torch 2.11
+// builds extensions with -std=c++17, so no concepts or requires-expressions here (tests/test_cxx17.py).
 template <typename Rows, typename A, typename = void>
 struct HasLaneRows : std::false_type {};
 template <typename Rows, typename A>
@@ -99,11 +96,14 @@ struct HasLaneRows<Rows, A, std::void_t<decltype(std::declval<const Rows&>().gra
 // A local model as a row object (grad, energy), the shape the CPU chains use.
 template <typename A, typename M>
 struct LocalRows {
+  // Two AVX registers of floats: each step of a sum is two independent adds (with 8 lanes, one chain waited
+  // on each add's latency: B = 32768, D = 16 float32, 2 cores, harmonic energy 90 -> 46 us).
+  static constexpr int64_t kRowLanes = 16;
   M m;
   void grad(const A* x, A* g, int64_t D) const { row_grad(m, x, g, D); }
   A energy(const A* x, int64_t D) const { return row_energy(m, x, D); }
 
-  // row_energy of kRowLanes rows (x_t transposed, see kRowLanes) into out[l].
+  // row_energy of kRowLanes rows (x_t transposed, see HasLaneRows) into out[l].
   void energies(const A* x_t, int64_t D, A* out) const {
     A s0[kRowLanes] = {}, s1[kRowLanes] = {}, sum[kRowLanes] = {};
     if constexpr (M::kNeighbours) {  // the last element has no neighbour: its own call, with a constant flag
@@ -132,7 +132,7 @@ struct LocalRows {
     }
   }
 
-  // row_grad of kRowLanes rows (x_t and g_t transposed, see kRowLanes).
+  // row_grad of kRowLanes rows (x_t and g_t transposed, see HasLaneRows).
   void grads(const A* x_t, A* g_t, int64_t D) const {
     A s0[kRowLanes] = {}, s1[kRowLanes] = {}, c0[kRowLanes], c1[kRowLanes];
     if (M::kStats)
@@ -271,10 +271,11 @@ struct GaussRows {
     return A(0.5) * e;
   }
 
-  // ---- kRowLanes rows at once, transposed (rows_cpu's lane-wise path; see kRowLanes): element i of the
+  // ---- kRowLanes rows at once, transposed (rows_cpu's lane-wise path; see HasLaneRows): element i of the
   // rows is one vector of kRowLanes values, so Psym·d is Psym's scalars times whole vectors, with no
   // horizontal sums. B = 32768, D = 16, 2 cores: bfloat16 score 0.39-0.54 ms row by row, 0.22 ms so;
   // float32 score 0.17-1.36 ms through BLAS (a skinny matrix product, run slowly and unevenly), 0.16 ms so.
+  static constexpr int64_t kRowLanes = 8;  // one AVX register of floats (16: the sums below spill, 5x slower)
   typedef A LaneVec __attribute__((vector_size(kRowLanes * sizeof(A))));
   static constexpr int64_t kSumsAtOnce = 8;  // output elements summed at once: 8 chains of multiply-adds overlap
   static int64_t sum_blocks(int64_t D) { return (D + kSumsAtOnce - 1) / kSumsAtOnce; }
