@@ -1,11 +1,11 @@
-// Family `ebm`: op schemas and registration, the energy, score and Langevin-step ops and their CPU loops
-// (the chains are in ebm_chains.cpp; what the two files share, in ebm_cpu.h).
+// Family `ebm`: op schemas and registration, the energy, score and Langevin-step ops, and the Langevin step's
+// CPU loop (the chains are in ebm_chains.cpp, the energies' and scores' CPU loops in ebm_rows_cpu.cpp; what
+// the files share, in ebm_cpu.h).
 // Each op is one function registered for CPU, CUDA and Meta: it checks its arguments,
 // allocates the outputs and stops there on the Meta device (fake tensors), then runs the
 // CPU loop or the CUDA launcher (ebm.cu). The parts made of ATen ops (wide Gaussian rows
 // through a matrix product) live here too and serve every device, so ebm.cu holds only
-// custom kernels (and its cold nvcc time stays low). Energies and scores loop over rows
-// (at::parallel_for).
+// custom kernels (and its cold nvcc time stays low).
 #include <ATen/Dispatch.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
@@ -18,12 +18,6 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <type_traits>
-#include <vector>
-
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
 
 #include "cpu_loops.h"
 #include "ebm_cpu.h"
@@ -102,123 +96,6 @@ at::Tensor gaussian_matmul(const at::Tensor& x, const at::Tensor& mean, const at
   return half ? diff.mul(s).sum(1, false, at::kFloat).mul_(0.5).to(x.scalar_type()) : diff.mul_(s).sum(1).mul_(0.5);
 }
 
-// ---------------------------------------------------------------- CPU rows: energies and scores
-
-#if defined(__AVX__)
-// r[i] = column i of the 8 x 8 floats held in rows r[0..8) (an involution): 24 shuffles.
-inline void transpose8x8(__m256 (&r)[8]) {
-  __m256 t[8], s[8];
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; ++k) {
-    s[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    s[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    s[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    s[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm256_permute2f128_ps(s[k], s[k + 4], 0x20);
-    r[k + 4] = _mm256_permute2f128_ps(s[k], s[k + 4], 0x31);
-  }
-}
-#endif
-
-// kLanes rows of D elements (row stride D) to lanes and back: lanes[i * kLanes + l] = rows[l * D + i],
-// with scale applied (the scores' sign) on the way back. float32 rows go 8 x 8 floats at a time through
-// AVX registers; element by element, the transposition cost more than the energies themselves.
-template <int64_t kLanes, typename T, typename A>
-void rows_to_lanes(const T* rows, int64_t D, A* lanes) {
-  if constexpr (jk::kReducedFloat<T>) {  // widened in one vectorized pass, then transposed as floats
-    A wide[kLanes * kCpuGaussianMaxD];
-    if (D <= kCpuGaussianMaxD) {
-      jk::widen(rows, wide, kLanes * D);
-      return rows_to_lanes<kLanes>(static_cast<const A*>(wide), D, lanes);
-    }
-  }
-  int64_t c = 0;
-#if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kLanes % 8 == 0) {
-    for (; c + 8 <= D; c += 8)
-      for (int64_t l0 = 0; l0 < kLanes; l0 += 8) {
-        __m256 r[8];
-        for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(rows + (l0 + l) * D + c);
-        transpose8x8(r);
-        for (int i = 0; i < 8; ++i) _mm256_storeu_ps(lanes + (c + i) * kLanes + l0, r[i]);
-      }
-  }
-#endif
-  for (int64_t i = c; i < D; ++i)  // (i outer, here and below: measured fastest)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[i * kLanes + l] = static_cast<A>(rows[l * D + i]);
-}
-
-template <int64_t kLanes, typename T, typename A>
-void lanes_to_rows(const A* lanes, int64_t D, A scale, T* rows) {
-  if constexpr (jk::kReducedFloat<T>) {  // transposed as floats, then narrowed in one vectorized pass
-    A wide[kLanes * kCpuGaussianMaxD];
-    if (D <= kCpuGaussianMaxD) {
-      lanes_to_rows<kLanes>(lanes, D, scale, wide);
-      return jk::narrow(static_cast<const A*>(wide), rows, kLanes * D);
-    }
-  }
-  int64_t c = 0;
-#if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kLanes % 8 == 0) {
-    const __m256 factor = _mm256_set1_ps(scale);
-    for (; c + 8 <= D; c += 8)
-      for (int64_t l0 = 0; l0 < kLanes; l0 += 8) {
-        __m256 r[8];
-        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(lanes + (c + i) * kLanes + l0);
-        transpose8x8(r);
-        for (int l = 0; l < 8; ++l) _mm256_storeu_ps(rows + (l0 + l) * D + c, _mm256_mul_ps(r[l], factor));
-      }
-  }
-#endif
-  for (int64_t i = c; i < D; ++i)
-    for (int64_t l = 0; l < kLanes; ++l) rows[l * D + i] = jk::from_opmath<T>(scale * lanes[i * kLanes + l]);
-}
-
-inline int64_t row_grain(int64_t D) { return std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(D, 1)); }
-
-// Energy (out: (B,)) or score (out: (B, D)) of every row.
-template <typename T, typename Rows>
-void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool score) {
-  using A = at::opmath_type<T>;
-  const int64_t B = x.size(0), D = x.size(1);
-  const T* xp = x.const_data_ptr<T>();
-  T* op = out.mutable_data_ptr<T>();
-  at::parallel_for(0, B, row_grain(D), [&](int64_t begin, int64_t end) {
-    std::vector<A> row(D), g(D);
-    if constexpr (HasLaneRows<Rows, A>::value) {  // whole blocks of kLanes rows at once
-      constexpr int64_t kLanes = Rows::kRowLanes;
-      std::vector<A> x_t(D * kLanes), g_t(score ? D * kLanes : 0);
-      A energy[kLanes];
-      for (; begin + kLanes <= end; begin += kLanes) {
-        rows_to_lanes<kLanes>(xp + begin * D, D, x_t.data());
-        if (!score) {
-          rows.energies(x_t.data(), D, energy);
-          for (int64_t l = 0; l < kLanes; ++l) op[begin + l] = jk::from_opmath<T>(energy[l]);
-          continue;
-        }
-        rows.grads(x_t.data(), g_t.data(), D);
-        lanes_to_rows<kLanes>(g_t.data(), D, A(-1), op + begin * D);
-      }
-    }
-    for (int64_t r = begin; r < end; ++r) {  // (the rows left after whole blocks)
-      jk::widen(xp + r * D, row.data(), D);
-      if (!score) {
-        op[r] = jk::from_opmath<T>(rows.energy(row.data(), D));
-        continue;
-      }
-      rows.grad(row.data(), g.data(), D);
-      for (int64_t i = 0; i < D; ++i) g[i] = -g[i];
-      jk::narrow(g.data(), op + r * D, D);
-    }
-  });
-}
-
-
 // Energy (out (B,)) or score (out (B, D)) of a local model, for contiguous x on any device.
 void local_rows(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score) {
   if (x.size(0) == 0) return;
@@ -229,19 +106,7 @@ void local_rows(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spe
     return;
   }
 #endif
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_local_cpu", [&] {
-    using A = at::opmath_type<scalar_t>;
-    with_local_model<A>(spec.kind, spec.p, [&](auto m) {
-      using M = decltype(m);
-      if constexpr (!M::kStats && !M::kNeighbours) {
-        if (score) {  // separable: each element's score alone, one flat loop the compiler vectorizes
-          jk::cpu_elementwise<scalar_t>(out, SeparableScore<M>{m}, x);
-          return;
-        }
-      }
-      rows_cpu<scalar_t>(x, out, LocalRows<A, M>{m}, score);
-    });
-  });
+  local_rows_cpu(x, out, spec, score);
 }
 
 at::Tensor local_op(const at::Tensor& x, const ModelSpec& spec, bool score) {
@@ -273,10 +138,7 @@ at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Te
     return out;
   }
 #endif
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "ebm_gaussian_cpu", [&] {
-    using A = at::opmath_type<scalar_t>;
-    rows_cpu<scalar_t>(xc, out, GaussRows<A>(mc, pc, D, static_cast<scalar_t*>(nullptr)), score);
-  });
+  gaussian_rows_cpu(xc, mc, pc, out, score);
   return out;
 }
 

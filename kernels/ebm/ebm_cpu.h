@@ -1,7 +1,9 @@
-// Family `ebm`, C++ half: what its two files share. ebm.cpp holds the op schemas and registration, the
+// Family `ebm`, C++ half: what its files share. ebm.cpp holds the op schemas and registration, the
 // energies, scores and Langevin step; ebm_chains.cpp the chains (langevin_chain, hmc_chain), which compose
-// some of ebm.cpp's pieces (declared here) and run the CPU row objects below row by row. Two files so that
-// g++ compiles them at once: as one, its code generation made it a first build's slowest object.
+// some of ebm.cpp's pieces (declared here). The CPU loops that run the row objects below, the bulk of the
+// C++ half's code, are in ebm_rows_cpu.cpp (energies, scores) and ebm_chains_cpu.cpp (the chains), which
+// include no torch/library.h. Four files so that g++ compiles them at once: as one, its code generation
+// made it a first build's slowest object.
 #pragma once
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -37,6 +39,21 @@ void langevin_update(const at::Tensor& x, const at::Tensor& g, const at::Tensor&
                      const LangevinUpdate<double>& u, const std::optional<at::Generator>& generator);
 
 inline at::Tensor symmetrized(const at::Tensor& precision) { return precision.add(precision.t()).mul_(0.5); }
+
+// ---------------------------------------------------------------- the CPU loops, for contiguous CPU tensors
+
+// ebm_rows_cpu.cpp: energy (out (B,)) or score (out (B, D)) of a local model / the Gaussian (D <= kCpuGaussianMaxD).
+void local_rows_cpu(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score);
+void gaussian_rows_cpu(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, const at::Tensor& out,
+                       bool score);
+// ebm_chains_cpu.cpp: the chains of rows of D <= kCpuGaussianMaxD (the Gaussian) or any D (local models),
+// float32 or float64; mean and precision undefined but for the Gaussian.
+void langevin_chain_cpu(const at::Tensor& x, const at::Tensor& out, const at::Tensor& traj, const ModelSpec& spec,
+                        const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
+                        const LangevinUpdate<double>& u, int64_t thin, jk::PhiloxSeed seed);
+void hmc_chain_cpu(const at::Tensor& x, const at::Tensor& out, const at::Tensor& accept_rate, const at::Tensor& traj,
+                   const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
+                   double step_size, int64_t n_leapfrog, int64_t thin, jk::PhiloxSeed seed);
 
 // ---------------------------------------------------------------- ebm_chains.cpp's ops
 
