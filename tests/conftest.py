@@ -27,6 +27,41 @@ def registered_ops(family: str) -> set[str]:
     return {name for name in torch._C._dispatch_get_all_op_names() if name.startswith(prefix)}
 
 
+def check_dynamic_batch(fn, make_args, sizes=(5, 8, 17)):
+    """fn(*make_args(B)) for several batch sizes B under torch.compile(dynamic=True, fullgraph=True) and
+    torch.export with B a dynamic dimension: one graph for every B, and the results of eager calls (the
+    random ops reseeded alike). Our ops' shape rules are C++ run on fake tensors; one that reads a size
+    as an int (sizes(), size(i)) pins it to the traced value, so each new batch size compiled again (and
+    after eight, torch.compile gave up and ran eager) and torch.export refused a dynamic batch: session 30.
+    make_args(B) gives the arguments; a tensor's dimension 0 is the batch where its size follows B."""
+    from torch._dynamo.utils import counters
+
+    def seeded(f, args):
+        torch.manual_seed(0)
+        return f(*args)
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(fn, dynamic=True, fullgraph=True)
+    for size in sizes:
+        args = make_args(size)
+        torch.testing.assert_close(seeded(compiled, args), seeded(fn, args))
+    assert counters["stats"]["unique_graphs"] == 1, f"{counters['stats']['unique_graphs']} graphs for {len(sizes)} sizes"
+
+    class Wrapper(torch.nn.Module):
+        def forward(self, *args):
+            return fn(*args)
+
+    first, other = make_args(sizes[0]), make_args(sizes[1])
+    batch = torch.export.Dim("batch", min=2)
+    dynamic = tuple({0: batch} if isinstance(a, torch.Tensor) and a.dim() and a.shape[0] != b.shape[0] else None
+                    for a, b in zip(first, other))
+    assert any(d is not None for d in dynamic), "no argument follows the batch size"
+    program = torch.export.export(Wrapper(), first, dynamic_shapes=(dynamic,))
+    args = make_args(sizes[-1])
+    torch.testing.assert_close(seeded(program.module(), args), seeded(fn, args))
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     return request.param

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import loader
-from conftest import TOLERANCES, needs_cuda, needs_graphs
+from conftest import TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs
 
 fused = loader.load("fused")
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -122,6 +122,11 @@ def test_torch_compile_fullgraph(device):
 
     x, y = _inputs((16, 8), torch.float32, device)
     torch.testing.assert_close(f(x, y), (torch.relu(x * 2) + y + 1.0).sum(dim=-1))
+
+
+def test_dynamic_batch_compiles_once_and_exports(device):
+    check_dynamic_batch(lambda a, b: fused.relu_add(a, b, 0.5) * 2,
+                        lambda n: _inputs((n, 3), torch.float32, device))
 
 
 @needs_graphs

@@ -77,7 +77,7 @@ inline void check_same_dtype(const at::Tensor& a, const char* a_name, const at::
 }
 
 inline void check_same_shape(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
-  TORCH_CHECK_VALUE(a.sizes() == b.sizes(), b_name, " has shape ", shape(b.sizes()), " but ", a_name,
+  TORCH_CHECK_VALUE(a.sym_sizes() == b.sym_sizes(), b_name, " has shape ", shape(b.sizes()), " but ", a_name,
                     " has shape ", shape(a.sizes()));
 }
 

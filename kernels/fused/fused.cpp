@@ -24,7 +24,7 @@ void relu_add_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::
 at::Tensor relu_add(const at::Tensor& x, const at::Tensor& y, double bias) {
   jk::check_float(x, "x");
   jk::check_like(x, "x", y, "y");
-  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor out = at::empty_symint(x.sym_sizes(), x.options());
   if (x.is_meta()) return out;
   const at::Tensor x_contig = x.contiguous(), y_contig = y.contiguous();
 #ifdef JK_WITH_CUDA
