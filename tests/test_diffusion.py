@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import loader
-from conftest import DEVICES, TOLERANCES, needs_cuda, needs_graphs, GRAPHS_WORK
+from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, GRAPHS_WORK
 
 D = loader.load("diffusion")
 R = D.reference
@@ -364,6 +364,23 @@ def test_torch_compile_fullgraph():
     assert_close(compiled, expected, torch.float32)
 
 
+@pytest.mark.parametrize("per_row", [True, False], ids=["t_per_row", "t_scalar"])
+def test_steps_dynamic_batch_compile_once_and_export(device, per_row):
+    # The batch B of model_output / sample (and noise, and t given per row) varies; t may be one scalar.
+    T = 50
+    sched = D.ddpm_schedule(T, device=device)
+
+    def make_args(n):
+        m, x, z = step_inputs((n, 4, 6), torch.float32, device)
+        t = torch.randint(10, T, (n,), device=device) if per_row else torch.tensor(17, device=device)
+        return m, t, t - 7, x, z
+
+    check_dynamic_batch(lambda m, t, tp, x, z: D.ddpm_step(m, t, x, sched, z, "v_prediction"), make_args)
+    check_dynamic_batch(lambda m, t, tp, x, z: D.ddpm_step(m, t, x, sched) * 2, make_args)  # noise drawn
+    check_dynamic_batch(lambda m, t, tp, x, z: D.ddim_step(m, t, tp, x, sched, 0.5, z), make_args)
+    check_dynamic_batch(lambda m, t, tp, x, z: D.ddim_step(m, t, tp, x, sched, 1.0) + x, make_args)
+
+
 @needs_graphs
 @needs_cuda
 def test_cuda_graph_replays_the_whole_loop():
@@ -640,6 +657,13 @@ def test_opcheck_conv1d_gn_mish(device):
     x, w, b, gw, gb = _conv_inputs(2, 4, 6, 7, 3, torch.float32, device)
     torch.library.opcheck(D.ops.conv1d_gn_mish, (x, w, b, gw, gb, 3))
     torch.library.opcheck(D.ops.conv1d_gn_mish, (x, w, None, gw, gb, 2, 0, 1e-3))
+
+
+def test_conv1d_gn_mish_dynamic_batch_compile_once_and_export(device):
+    # x (B, C_in, L): the batch B varies; the weights keep their shapes.
+    weights = _conv_inputs(1, 4, 6, 9, 3, torch.float32, device)[1:]
+    check_dynamic_batch(lambda x, w, b, gw, gb: D.conv1d_gn_mish(x, w, b, gw, gb, 3),
+                        lambda n: (torch.randn(n, 4, 9, device=device), *weights))
 
 
 def test_conv1d_gn_mish_bad_input(device):

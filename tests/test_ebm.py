@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from conftest import DEVICES, TOLERANCES, needs_cuda, needs_graphs
+from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -191,6 +191,36 @@ def test_torch_compile_fullgraph():
     compiled = torch.compile(f, fullgraph=True)
     for a, b in zip(compiled(x), f(x)):
         torch.testing.assert_close(a, b)
+
+
+
+def _dynamic_case(name, device):
+    """(fn, make_args) of one op for check_dynamic_batch: rows x (B, 6) (6: no batch size of the check, which
+    duck sizing would tie to D), float32; mean and precision (D = 6) fixed."""
+    mean, precision = torch.randn(6, device=device), spd(6, torch.float32, device)
+    rows = lambda n: torch.randn(n, 6, device=device)  # noqa: E731
+    if name in ("gaussian_energy", "gaussian_score"):
+        return getattr(ebm, name), lambda n: (rows(n), mean, precision)
+    if name.endswith(("_energy", "_score")):
+        model = name.rsplit("_", 1)[0]
+        return lambda x: getattr(ebm, name)(x, **PARAMS[model]), lambda n: (rows(n),)
+    if name == "langevin_step":
+        return lambda x, g: ebm.langevin_step(x, g, 0.1, 0.5, clamp=2.0), lambda n: (rows(n), rows(n))
+    if name == "langevin_step_":
+        return lambda x, g: ebm.langevin_step_(x.clone(), g, 0.1, 0.5), lambda n: (rows(n), rows(n))
+    if name == "langevin_chain":
+        return (lambda x, m, p: ebm.langevin_chain(x, "gaussian", 3, 0.05, thin=1, clamp=4.0, mean=m, precision=p),
+                lambda n: (rows(n), mean, precision))
+    assert name == "hmc_chain"
+    return lambda x: ebm.hmc_chain(x, "rosenbrock", 3, 0.01, 2, thin=1, **PARAMS["rosenbrock"]), lambda n: (rows(n),)
+
+
+@pytest.mark.parametrize("name", [f"{m}_{kind}" for m in ["gaussian"] + LOCAL for kind in ("energy", "score")]
+                         + ["langevin_step", "langevin_step_", "langevin_chain", "hmc_chain"])
+def test_dynamic_batch_compiles_once_and_exports(device, name):
+    """The batch B of x is symbolic in the ops' shape rules: one torch.compile(dynamic=True) graph for every B,
+    and torch.export with B dynamic (each op pinned B, session 30)."""
+    check_dynamic_batch(*_dynamic_case(name, device))
 
 
 @settings(max_examples=30, deadline=None)

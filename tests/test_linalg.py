@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import loader
-from conftest import DEVICES, TOLERANCES, needs_cuda, needs_graphs
+from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs
 
 linalg = loader.load("linalg")
 ref = linalg.reference
@@ -458,6 +458,25 @@ def test_torch_compile_fullgraph():
 
     compiled = torch.compile(f, fullgraph=True)
     torch.testing.assert_close(compiled(A, B), f(A, B))
+
+
+# The batch users vary: the leading batch of matrices (matrix_inverse_root, kron) and of samples
+# (per_sample_grad_linear). Compile and export see one graph for every batch size.
+def test_inverse_root_dynamic_batch_compiles_once_and_exports(device):
+    A = random_spd(6, 10, batch=(17,), device=device).float()
+    check_dynamic_batch(lambda a: linalg.matrix_inverse_root(a, 4, 1e-6, fallback="never", return_residual=True),
+                        lambda b: (A[:b].clone(),))
+
+
+def test_kron_dynamic_batch_compiles_once_and_exports(device):
+    check_dynamic_batch(linalg.kron,
+                        lambda b: (torch.randn(b, 2, 3, device=device), torch.randn(b, 4, 2, device=device)))
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_per_sample_grad_linear_dynamic_batch_compiles_once_and_exports(device, with_bias):
+    check_dynamic_batch(lambda x, g: linalg.per_sample_grad_linear(x, g, with_bias),
+                        lambda b: (torch.randn(b, 6, device=device), torch.randn(b, 3, device=device)))
 
 
 @needs_graphs

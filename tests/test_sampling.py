@@ -3,7 +3,7 @@ import math
 
 import pytest
 import torch
-from conftest import DEVICES, TOLERANCES, needs_cuda, needs_graphs
+from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -435,6 +435,28 @@ def test_torch_compile_fullgraph():
     compiled = torch.compile(step, fullgraph=True)
     for got, want in zip(compiled(mean, std, samples), step(mean, std, samples)):
         torch.testing.assert_close(got, want)
+
+
+# The batch users vary: the number of samples n (normal, normal_out: the rows of a batch x to perturb
+# or of the out buffer) and the population's rows (cem_update). n is a SymInt, so one graph serves all n.
+def test_normal_dynamic_batch_compiles_once_and_exports(device):
+    m, s = torch.randn(3, device=device), torch.rand(3, device=device)
+    check_dynamic_batch(lambda mean, std, x: x + fam.normal(mean, std, x.shape[0]),
+                        lambda n: (m, s, torch.randn(n, 3, device=device)))
+
+
+def test_normal_out_dynamic_batch_compiles_once_and_exports(device):
+    m, s = torch.randn(3, device=device), torch.rand(3, device=device)
+    # clone: the compiled and the eager call write the same buffer, so compare what each wrote
+    check_dynamic_batch(lambda mean, std, out: fam.normal(mean, std, out.shape[0], out=out).clone(),
+                        lambda n: (m, s, torch.empty(n, 3, device=device)))
+
+
+def test_cem_update_dynamic_batch_compiles_once_and_exports(device):
+    m, s = torch.randn(3, device=device), torch.rand(3, device=device)
+    # n_elite = 2 <= n: the op's check guards n >= 2, which export's Dim(min=2) meets
+    check_dynamic_batch(lambda x, scores: fam.cem_update(x, scores, 2, m, s, 0.1, 0.01),
+                        lambda n: (torch.randn(n, 3, device=device), torch.randn(n, device=device)))
 
 
 @needs_graphs

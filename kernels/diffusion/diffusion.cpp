@@ -97,7 +97,7 @@ void check_step_tensors(const at::Tensor& model_output, const at::Tensor& sample
   if (noise.has_value()) jk::check_like(sample, "sample", *noise, "noise");
   TORCH_CHECK_VALUE(schedule.scalar_type() == at::kDouble,
                     "schedule must be the float64 table from ddpm_schedule, got dtype ", schedule.scalar_type());
-  TORCH_CHECK_VALUE(schedule.dim() == 2 && schedule.size(1) == kScheduleCols && schedule.size(0) >= 1,
+  TORCH_CHECK_VALUE(schedule.dim() == 2 && schedule.sym_size(1) == kScheduleCols && schedule.sym_size(0) >= 1,
                     "schedule must be the (T, ", std::to_string(kScheduleCols),
                     ") table from ddpm_schedule, got shape ", jk::shape(schedule.sizes()));
   jk::check_same_device(sample, "sample", schedule, "schedule");
@@ -251,7 +251,7 @@ at::Tensor ddpm_step(const at::Tensor& model_output, const at::Tensor& t, const 
   check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
   check_time_tensor(t, "t", sample);
   const int prediction = parse_prediction(prediction_type);
-  at::Tensor out = at::empty(sample.sizes(), sample.options());
+  at::Tensor out = at::empty_symint(sample.sym_sizes(), sample.options());
   if (sample.is_meta()) return out;
   const at::Tensor sched = schedule.contiguous();  // alive until the (asynchronous) kernel has read it
   const DdpmCoefFn fn{sched.const_data_ptr<double>(), sched.size(0), make_time_arg(t, sample), prediction};
@@ -270,7 +270,7 @@ at::Tensor ddim_step(const at::Tensor& model_output, const at::Tensor& t, const 
   check_time_tensor(t_prev, "t_prev", sample);
   TORCH_CHECK_VALUE(std::isfinite(eta) && eta >= 0, "eta must be a finite number >= 0, got ", jk::num(eta));
   const int prediction = parse_prediction(prediction_type);
-  at::Tensor out = at::empty(sample.sizes(), sample.options());
+  at::Tensor out = at::empty_symint(sample.sym_sizes(), sample.options());
   if (sample.is_meta()) return out;
   const at::Tensor sched = schedule.contiguous();
   const DdimCoefFn fn{sched.const_data_ptr<double>(), sched.size(0), make_time_arg(t, sample),
@@ -293,24 +293,29 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
   jk::check_dim(weight, "weight", 3);
   jk::check_same_device(x, "x", weight, "weight");
   jk::check_same_dtype(x, "x", weight, "weight");
-  const int64_t c_out = weight.size(0), kernel = weight.size(2);
-  TORCH_CHECK_VALUE(weight.size(1) == x.size(1), "weight must be (C_out, C_in, K) with C_in = x.size(1) = ",
+  // Symbolic sizes: under torch.compile with dynamic shapes they are symbols here (Meta).
+  const c10::SymInt c_out = weight.sym_size(0), kernel = weight.sym_size(2);
+  TORCH_CHECK_VALUE(weight.sym_size(1) == x.sym_size(1), "weight must be (C_out, C_in, K) with C_in = x.size(1) = ",
                     std::to_string(x.size(1)), ", got shape ", jk::shape(weight.sizes()));
   TORCH_CHECK_VALUE(kernel >= 1 && c_out >= 1, "weight must have C_out >= 1 and a kernel size K >= 1, got shape ",
                     jk::shape(weight.sizes()));
   auto check_vector = [&](const at::Tensor& v, const char* name) {
     jk::check_same_device(x, "x", v, name);
     jk::check_same_dtype(x, "x", v, name);
-    TORCH_CHECK_VALUE(v.dim() == 1 && v.size(0) == c_out, name, " must have shape (C_out,) = (",
-                      std::to_string(c_out), ",), got ", jk::shape(v.sizes()));
+    TORCH_CHECK_VALUE(v.dim() == 1 && v.sym_size(0) == c_out, name, " must have shape (C_out,) = (",
+                      std::to_string(weight.size(0)), ",), got ", jk::shape(v.sizes()));
   };
   if (bias.has_value()) check_vector(*bias, "bias");
   check_vector(gn_weight, "gn_weight");
   check_vector(gn_bias, "gn_bias");
   TORCH_CHECK_VALUE(num_groups >= 1 && c_out % num_groups == 0, "num_groups must divide the output channels (",
-                    std::to_string(c_out), "), got ", std::to_string(num_groups));
-  TORCH_CHECK_VALUE(x.size(0) * num_groups < (int64_t{1} << 31), "x.size(0) * num_groups must be < 2^31, got ",
-                    std::to_string(x.size(0) * num_groups));
+                    std::to_string(weight.size(0)), "), got ", std::to_string(num_groups));
+  // Checked where the batch is a number: a symbolic one (torch.compile, torch.export) is checked when the
+  // op runs on real tensors, as a guard here would narrow the dynamic batch's range (export refuses that).
+  if (const std::optional<int64_t> batch = x.sym_size(0).maybe_as_int()) {
+    TORCH_CHECK_VALUE(*batch * num_groups < (int64_t{1} << 31), "x.size(0) * num_groups must be < 2^31, got ",
+                      std::to_string(*batch * num_groups));
+  }
   TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be a finite number >= 0, got ", jk::num(eps));
   int64_t pad;
   if (padding.has_value()) {
@@ -318,12 +323,14 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
     TORCH_CHECK_VALUE(pad >= 0 && pad < (int64_t{1} << 31), "padding must be in [0, 2^31), got ",
                       std::to_string(pad));
   } else {
-    TORCH_CHECK_VALUE(kernel % 2 == 1, "padding=None keeps the length only for odd kernel sizes; weight has K = ",
-                      std::to_string(kernel), ": pass padding explicitly");
-    pad = kernel / 2;
+    // K is the weight's: pinned here (padding=None sets the padding, an int, from it).
+    const int64_t k = kernel.guard_int(__FILE__, __LINE__);
+    TORCH_CHECK_VALUE(k % 2 == 1, "padding=None keeps the length only for odd kernel sizes; weight has K = ",
+                      std::to_string(k), ": pass padding explicitly");
+    pad = k / 2;
   }
-  TORCH_CHECK_VALUE(x.size(2) + 2 * pad - kernel + 1 >= 1, "x has length ", std::to_string(x.size(2)),
-                    ", too short for K = ", std::to_string(kernel), " with padding ", std::to_string(pad));
+  TORCH_CHECK_VALUE(x.sym_size(2) + 2 * pad - kernel + 1 >= 1, "x has length ", std::to_string(x.size(2)),
+                    ", too short for K = ", std::to_string(weight.size(2)), " with padding ", std::to_string(pad));
   return pad;
 }
 
@@ -377,8 +384,8 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
                           const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t num_groups,
                           std::optional<int64_t> padding, double eps) {
   const int64_t pad = check_conv_args(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps);
-  const int64_t l_out = x.size(2) + 2 * pad - weight.size(2) + 1;
-  at::Tensor out = at::empty({x.size(0), weight.size(0), l_out}, x.options());
+  const c10::SymInt l_out = x.sym_size(2) + 2 * pad - weight.sym_size(2) + 1;
+  at::Tensor out = at::empty_symint({x.sym_size(0), weight.sym_size(0), l_out}, x.options());
   if (x.is_meta() || out.numel() == 0) return out;
   const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
   const at::Tensor gamma = gn_weight.contiguous(), beta = gn_bias.contiguous();

@@ -45,23 +45,24 @@ void langevin_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const
 void check_rows(const at::Tensor& x, int64_t min_cols) {
   jk::check_float(x, "x");
   jk::check_dim(x, "x", 2);
-  TORCH_CHECK_VALUE(x.size(1) >= min_cols, "x must have at least ", std::to_string(min_cols),
+  TORCH_CHECK_VALUE(x.sym_size(1) >= min_cols, "x must have at least ", std::to_string(min_cols),
                     " column(s) (D), got shape ", jk::shape(x.sizes()));
 }
 
 void check_gaussian_args(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {
   check_rows(x, 1);
-  const int64_t D = x.size(1);
+  const c10::SymInt D = x.sym_size(1);  // symbolic under fake tensors: int sizes only in the failure messages
   jk::check_same_device(x, "x", mean, "mean");
   jk::check_same_device(x, "x", precision, "precision");
   jk::check_same_dtype(x, "x", mean, "mean");
   jk::check_same_dtype(x, "x", precision, "precision");
-  const std::string d = std::to_string(D);
-  TORCH_CHECK_VALUE(mean.dim() == 1 && mean.size(0) == D, "mean must have shape (D,) = (", d,
-                    ",) to match x of shape ", jk::shape(x.sizes()), ", got ", jk::shape(mean.sizes()));
-  TORCH_CHECK_VALUE(precision.dim() == 2 && precision.size(0) == D && precision.size(1) == D,
-                    "precision must have shape (D, D) = (", d, ", ", d, ") to match x of shape ",
-                    jk::shape(x.sizes()), ", got ", jk::shape(precision.sizes()));
+  TORCH_CHECK_VALUE(mean.dim() == 1 && mean.sym_size(0) == D, "mean must have shape (D,) = (",
+                    std::to_string(x.size(1)), ",) to match x of shape ", jk::shape(x.sizes()), ", got ",
+                    jk::shape(mean.sizes()));
+  TORCH_CHECK_VALUE(precision.dim() == 2 && precision.sym_size(0) == D && precision.sym_size(1) == D,
+                    "precision must have shape (D, D) = (", std::to_string(x.size(1)), ", ",
+                    std::to_string(x.size(1)), ") to match x of shape ", jk::shape(x.sizes()), ", got ",
+                    jk::shape(precision.sizes()));
 }
 
 void check_step_args(const at::Tensor& x, const at::Tensor& grad, double step_size, double noise_scale,
@@ -111,7 +112,8 @@ void local_rows(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spe
 
 at::Tensor local_op(const at::Tensor& x, const ModelSpec& spec, bool score) {
   check_rows(x, spec.kind == Model::Rosenbrock ? 2 : 1);
-  at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
+  at::Tensor out = score ? at::empty_symint(x.sym_sizes(), x.options())
+                         : at::empty_symint({x.sym_size(0)}, x.options());
   if (x.is_meta()) return out;
   local_rows(x.contiguous(), out, spec, score);
   return out;
@@ -119,7 +121,7 @@ at::Tensor local_op(const at::Tensor& x, const ModelSpec& spec, bool score) {
 
 at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, bool score) {
   check_gaussian_args(x, mean, precision);
-  const int64_t D = x.size(1);
+  const c10::SymInt D = x.sym_size(1);  // symbolic: compared only (a guard on D), B stays free
   const int64_t max_d = x.is_cuda() ? cuda_gaussian_max_d(x.scalar_type() == at::kDouble) : kCpuGaussianMaxD;
   // On the CPU, float64 rows and float32 rows wider than kCpuFloatRowsMaxD go through BLAS. The row loops,
   // 8 rows at a time (GaussRows' lane-wise path), against BLAS on 2 cores (B = 32768, float32): D = 16
@@ -128,7 +130,8 @@ at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Te
   const bool cpu_blas = x.is_cpu() && (x.scalar_type() == at::kDouble ||
                                        (x.scalar_type() == at::kFloat && D > kCpuFloatRowsMaxD));
   if (D > max_d || cpu_blas) return gaussian_matmul(x, mean, precision, !score);  // ATen ops: Meta included
-  at::Tensor out = score ? at::empty(x.sizes(), x.options()) : at::empty({x.size(0)}, x.options());
+  at::Tensor out = score ? at::empty_symint(x.sym_sizes(), x.options())
+                         : at::empty_symint({x.sym_size(0)}, x.options());
   if (x.is_meta() || x.size(0) == 0) return out;
   const at::Tensor xc = x.contiguous(), mc = mean.contiguous(), pc = precision.contiguous();
 #ifdef JK_WITH_CUDA
@@ -238,7 +241,7 @@ at::Tensor langevin_step(const at::Tensor& x, const at::Tensor& grad, double ste
                          std::optional<double> clamp_min, std::optional<double> clamp_max,
                          std::optional<at::Generator> generator) {
   check_step_args(x, grad, step_size, noise_scale, clamp_min, clamp_max);
-  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor out = at::empty_symint(x.sym_sizes(), x.options());
   if (x.is_meta()) return out;
   langevin_update(x.contiguous(), grad.contiguous(), out, at::Tensor(),
                   make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max), generator);

@@ -120,10 +120,11 @@ std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std
   check_chain_args(x, n_steps, step_size, thin);
   const ModelSpec spec = parse_model(x, model, mean, precision, params);
   check_step_args(x, x, step_size, noise_scale, clamp_min, clamp_max);
+  at::Tensor out = at::empty_symint(x.sym_sizes(), x.options());
+  at::Tensor traj = at::empty_symint({n_saved(n_steps, thin), x.sym_size(0), x.sym_size(1)}, x.options());
+  if (x.is_meta()) return {out, traj};
   const int64_t B = x.size(0), D = x.size(1);
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
-  if (x.is_meta() || B == 0) return {out, traj};
+  if (B == 0) return {out, traj};
   const at::Tensor xc = x.contiguous();
   const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
   const bool is_double = x.scalar_type() == at::kDouble;
@@ -189,11 +190,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, co
   check_chain_args(x, n_steps, step_size, thin);
   TORCH_CHECK_VALUE(n_leapfrog >= 1, "n_leapfrog must be >= 1, got ", std::to_string(n_leapfrog));
   const ModelSpec spec = parse_model(x, model, mean, precision, params);
+  at::Tensor out = at::empty_symint(x.sym_sizes(), x.options());
+  at::Tensor acc = at::empty_symint({x.sym_size(0)}, x.options());
+  at::Tensor traj = at::empty_symint({n_saved(n_steps, thin), x.sym_size(0), x.sym_size(1)}, x.options());
+  if (x.is_meta()) return {out, acc, traj};
   const int64_t B = x.size(0), D = x.size(1);
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  at::Tensor acc = at::empty({B}, x.options());
-  at::Tensor traj = at::empty({n_saved(n_steps, thin), B, D}, x.options());
-  if (x.is_meta() || B == 0) return {out, acc, traj};
+  if (B == 0) return {out, acc, traj};
   const at::Tensor xc = x.contiguous();
   const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
   const bool stepwise = x.is_cuda() ? D > cuda_hmc_max_d(x.scalar_type() == at::kDouble)

@@ -303,16 +303,18 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   jk::check_float32_or_64(A_in, "A");
   TORCH_CHECK_VALUE(A_in.dim() >= 2, "A must be a square matrix (n, n) or a batch of them (..., n, n), got shape ",
                     jk::shape(A_in.sizes()));
-  TORCH_CHECK_VALUE(A_in.size(-1) == A_in.size(-2), "A must be square in its last two dims, got shape ",
+  TORCH_CHECK_VALUE(A_in.sym_size(-1) == A_in.sym_size(-2), "A must be square in its last two dims, got shape ",
                     jk::shape(A_in.sizes()));
   TORCH_CHECK_VALUE(p >= 1 && p <= kMaxP, "p must be an integer in [1, ", std::to_string(kMaxP), "], got ",
                     std::to_string(p));
   TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be finite and >= 0, got ", jk::num(eps));
   TORCH_CHECK_VALUE(max_cond == 0 || (max_cond >= 1 && max_cond <= kMaxCond),
                     "max_cond must be 0 (the dtype's default) or in [1, 1e16], got ", jk::num(max_cond));
+  if (A_in.is_meta())  // symbolic sizes under torch.compile with dynamic shapes
+    return {at::empty_symint(A_in.sym_sizes(), A_in.options()),
+            at::empty_symint(A_in.sym_sizes().slice(0, A_in.dim() - 2), A_in.options())};
   const int64_t n = A_in.size(-1);
   const std::vector<int64_t> batch(A_in.sizes().begin(), A_in.sizes().end() - 2);
-  if (A_in.is_meta()) return {at::empty(A_in.sizes(), A_in.options()), at::empty(batch, A_in.options())};
   const int64_t nb = c10::multiply_integers(batch);
   if (nb == 0 || n == 0) return {at::empty(A_in.sizes(), A_in.options()), at::zeros(batch, A_in.options())};
 
@@ -429,16 +431,17 @@ at::Tensor kron(const at::Tensor& A, const at::Tensor& B) {
   jk::check_same_dtype(A, "A", B, "B");
   TORCH_CHECK_VALUE(A.dim() >= 2, "A must be a matrix (m, n) or a batch of them (..., m, n), got shape ",
                     jk::shape(A.sizes()));
-  TORCH_CHECK_VALUE(B.dim() == A.dim() && B.sizes().slice(0, B.dim() - 2) == A.sizes().slice(0, A.dim() - 2),
+  TORCH_CHECK_VALUE(B.dim() == A.dim() &&
+                        B.sym_sizes().slice(0, B.dim() - 2) == A.sym_sizes().slice(0, A.dim() - 2),
                     "B must have the same batch dims as A (shapes (..., m, n) and (..., p, q)), got A ",
                     jk::shape(A.sizes()), " and B ", jk::shape(B.sizes()));
-  const int64_t m = A.size(-2), n = A.size(-1), p = B.size(-2), q = B.size(-1);
-  std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end() - 2);
-  const int64_t nb = c10::multiply_integers(shape);
-  shape.push_back(m * p);
-  shape.push_back(n * q);
-  at::Tensor out = at::empty(shape, A.options());
+  std::vector<c10::SymInt> shape(A.sym_sizes().begin(), A.sym_sizes().end() - 2);  // symbolic on Meta
+  shape.push_back(A.sym_size(-2) * B.sym_size(-2));
+  shape.push_back(A.sym_size(-1) * B.sym_size(-1));
+  at::Tensor out = at::empty_symint(shape, A.options());
   if (A.is_meta()) return out;
+  const int64_t m = A.size(-2), n = A.size(-1), p = B.size(-2), q = B.size(-1);
+  const int64_t nb = c10::multiply_integers(A.sizes().begin(), A.sizes().end() - 2);
   kron_into(out.view({nb, m * p, n * q}), A.contiguous().view({nb, m, n}), B.contiguous().view({nb, p, q}));
   return out;
 }
@@ -450,12 +453,13 @@ std::tuple<at::Tensor, at::Tensor> per_sample_grad_linear(const at::Tensor& x, c
   jk::check_same_dtype(x, "x", grad_out, "grad_out");
   jk::check_dim(x, "x", 2);
   jk::check_dim(grad_out, "grad_out", 2);
-  TORCH_CHECK_VALUE(grad_out.size(0) == x.size(0), "grad_out has batch size ", std::to_string(grad_out.size(0)),
-                    " but x has batch size ", std::to_string(x.size(0)));
-  const int64_t batch = x.size(0), in = x.size(1), out = grad_out.size(1);
-  at::Tensor grad_w = at::empty({batch, out, in}, x.options());
-  at::Tensor grad_b = at::empty({batch, with_bias ? out : 0}, x.options());
+  TORCH_CHECK_VALUE(grad_out.sym_size(0) == x.sym_size(0), "grad_out has batch size ",
+                    std::to_string(grad_out.size(0)), " but x has batch size ", std::to_string(x.size(0)));
+  // Symbolic sizes on Meta (torch.compile with dynamic shapes), ints below.
+  at::Tensor grad_w = at::empty_symint({x.sym_size(0), grad_out.sym_size(1), x.sym_size(1)}, x.options());
+  at::Tensor grad_b = at::empty_symint({x.sym_size(0), with_bias ? grad_out.sym_size(1) : 0}, x.options());
   if (x.is_meta()) return {grad_w, grad_b};
+  const int64_t batch = x.size(0), in = x.size(1), out = grad_out.size(1);
   // The outer product g_b x_b^T is kron of a column (out, 1) and a row (1, in).
   kron_into(grad_w, grad_out.contiguous().view({batch, out, 1}), x.contiguous().view({batch, 1, in}));
   if (with_bias) grad_b.copy_(grad_out);

@@ -163,14 +163,15 @@ void cem_update_cpu(const at::Tensor& new_mean, const at::Tensor& new_std, const
 
 // ---------------------------------------------------------------- the ops
 
-at::Tensor normal(const at::Tensor& mean, const at::Tensor& std, int64_t n, std::optional<at::ScalarType> dtype,
-                  std::optional<at::Generator> generator) {
+// n is a SymInt: under torch.compile with dynamic shapes the sample count is a symbol here (Meta).
+at::Tensor normal(const at::Tensor& mean, const at::Tensor& std, c10::SymInt n,
+                  std::optional<at::ScalarType> dtype, std::optional<at::Generator> generator) {
   check_normal_params(mean, std);
-  TORCH_CHECK_VALUE(n >= 0, "n must be >= 0, got ", std::to_string(n));
+  TORCH_CHECK_VALUE(n >= 0, "n must be >= 0, got ", std::to_string(n.guard_int(__FILE__, __LINE__)));
   const at::ScalarType out_type = dtype.value_or(mean.scalar_type());
   TORCH_CHECK_VALUE(jk::is_supported_float(out_type), "dtype must be float32, float64, float16 or bfloat16, got ",
                     out_type);
-  at::Tensor out = at::empty({n, mean.size(0)}, mean.options().dtype(out_type));
+  at::Tensor out = at::empty_symint({n, mean.sym_size(0)}, mean.options().dtype(out_type));
   normal_fill(out, mean, std, generator);
   return out;
 }
@@ -181,7 +182,7 @@ void normal_out(const at::Tensor& mean, const at::Tensor& std, const at::Tensor&
   jk::check_float(out, "out");
   jk::check_dim(out, "out", 2);
   jk::check_same_device(mean, "mean", out, "out");
-  TORCH_CHECK_VALUE(out.size(1) == mean.size(0), "out must have shape (n, d) with d = mean's length ",
+  TORCH_CHECK_VALUE(out.sym_size(1) == mean.sym_size(0), "out must have shape (n, d) with d = mean's length ",
                     std::to_string(mean.size(0)), ", got ", jk::shape(out.sizes()));
   TORCH_CHECK_VALUE(at::has_internal_overlap(out) != at::MemOverlap::Yes,
                     "out has overlapping memory (an expanded or broadcast view): pass a tensor that owns its "
@@ -199,26 +200,28 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
                                               double min_std, bool maximize) {
   jk::check_float(samples, "samples");
   jk::check_dim(samples, "samples", 2);
-  const int64_t n = samples.size(0), d = samples.size(1);
+  const c10::SymInt n = samples.sym_size(0), d = samples.sym_size(1);  // symbolic under torch.compile (Meta)
   TORCH_CHECK_VALUE(n >= 1, "samples has no rows: cem_update needs at least one scored sample");
   jk::check_float(scores, "scores");
   jk::check_same_device(samples, "samples", scores, "scores");
-  TORCH_CHECK_VALUE(scores.dim() == 1 && scores.size(0) == n, "scores must have shape (n,) = (", std::to_string(n),
-                    ",), one score per row of samples, got ", jk::shape(scores.sizes()));
+  TORCH_CHECK_VALUE(scores.dim() == 1 && scores.sym_size(0) == n, "scores must have shape (n,) = (",
+                    std::to_string(samples.size(0)), ",), one score per row of samples, got ",
+                    jk::shape(scores.sizes()));
   jk::check_same_device(samples, "samples", mean, "mean");
   jk::check_same_dtype(samples, "samples", mean, "mean");
-  TORCH_CHECK_VALUE(mean.dim() == 1 && mean.size(0) == d, "mean must have shape (d,) = (", std::to_string(d),
-                    ",), one value per column of samples, got ", jk::shape(mean.sizes()));
+  TORCH_CHECK_VALUE(mean.dim() == 1 && mean.sym_size(0) == d, "mean must have shape (d,) = (",
+                    std::to_string(samples.size(1)), ",), one value per column of samples, got ",
+                    jk::shape(mean.sizes()));
   jk::check_like(mean, "mean", std, "std");
-  TORCH_CHECK_VALUE(n_elite >= 1 && n_elite <= n, "n_elite must be in 1..n = 1..", std::to_string(n), ", got ",
-                    std::to_string(n_elite));
+  TORCH_CHECK_VALUE(n_elite >= 1 && n >= n_elite, "n_elite must be in 1..n = 1..", std::to_string(samples.size(0)),
+                    ", got ", std::to_string(n_elite));
   TORCH_CHECK_VALUE(smoothing >= 0.0 && smoothing <= 1.0, "smoothing must be in [0, 1], got ", jk::num(smoothing));
   TORCH_CHECK_VALUE(std::isfinite(min_std) && min_std >= 0.0, "min_std must be a finite number >= 0, got ",
                     jk::num(min_std));
-  at::Tensor new_mean = at::empty({d}, mean.options()), new_std = at::empty({d}, mean.options());
+  at::Tensor new_mean = at::empty_symint({d}, mean.options()), new_std = at::empty_symint({d}, mean.options());
   if (samples.is_meta()) return {new_mean, new_std};
   if (samples.is_cpu()) check_std_nonnegative_cpu(std);
-  if (d == 0) return {new_mean, new_std};
+  if (samples.size(1) == 0) return {new_mean, new_std};
   const at::Tensor x = samples.contiguous(), sc = scores.contiguous(), m = mean.contiguous(), s = std.contiguous();
 #ifdef JK_WITH_CUDA
   if (samples.is_cuda()) {
@@ -232,7 +235,7 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
 }
 
 JK_LIBRARY(m) {
-  jk::def_not_differentiable(m, "normal(Tensor mean, Tensor std, int n, *, ScalarType? dtype=None, Generator? generator=None) -> Tensor");
+  jk::def_not_differentiable(m, "normal(Tensor mean, Tensor std, SymInt n, *, ScalarType? dtype=None, Generator? generator=None) -> Tensor");
   jk::def_in_place(m, "normal_out(Tensor mean, Tensor std, *, Tensor(a!) out, Generator? generator=None) -> ()");
   jk::def_not_differentiable(
       m, "cem_update(Tensor samples, Tensor scores, int n_elite, Tensor mean, Tensor std, float smoothing=0.0, "
