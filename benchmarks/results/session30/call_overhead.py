@@ -1,7 +1,8 @@
 # CPU per-call overhead of small calls, this tree against another kernels root (argv[1]; session 30: a
 # worktree of 4b7f486), one thread, alternating in one process: the dynamic-shape change left it alone.
 import sys, time, torch, statistics
-sys.path.insert(0, "/work/main")
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import loader
 torch.set_num_threads(1)
 new = {f: loader.load(f) for f in ("fused", "ebm", "sampling", "linalg")}
