@@ -97,6 +97,11 @@ at::Tensor gaussian_matmul(const at::Tensor& x, const at::Tensor& mean, const at
   return half ? diff.mul(s).sum(1, false, at::kFloat).mul_(0.5).to(x.scalar_type()) : diff.mul_(s).sum(1).mul_(0.5);
 }
 
+// The output of an energy, (B,), or of a score, (B, D), for rows x (B, D).
+at::Tensor empty_rows_output(const at::Tensor& x, bool score) {
+  return score ? at::empty_symint(x.sym_sizes(), x.options()) : at::empty_symint({x.sym_size(0)}, x.options());
+}
+
 // Energy (out (B,)) or score (out (B, D)) of a local model, for contiguous x on any device.
 void local_rows(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spec, bool score) {
   if (x.size(0) == 0) return;
@@ -112,8 +117,7 @@ void local_rows(const at::Tensor& x, const at::Tensor& out, const ModelSpec& spe
 
 at::Tensor local_op(const at::Tensor& x, const ModelSpec& spec, bool score) {
   check_rows(x, spec.kind == Model::Rosenbrock ? 2 : 1);
-  at::Tensor out = score ? at::empty_symint(x.sym_sizes(), x.options())
-                         : at::empty_symint({x.sym_size(0)}, x.options());
+  at::Tensor out = empty_rows_output(x, score);
   if (x.is_meta()) return out;
   local_rows(x.contiguous(), out, spec, score);
   return out;
@@ -130,8 +134,7 @@ at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Te
   const bool cpu_blas = x.is_cpu() && (x.scalar_type() == at::kDouble ||
                                        (x.scalar_type() == at::kFloat && D > kCpuFloatRowsMaxD));
   if (D > max_d || cpu_blas) return gaussian_matmul(x, mean, precision, !score);  // ATen ops: Meta included
-  at::Tensor out = score ? at::empty_symint(x.sym_sizes(), x.options())
-                         : at::empty_symint({x.sym_size(0)}, x.options());
+  at::Tensor out = empty_rows_output(x, score);
   if (x.is_meta() || x.size(0) == 0) return out;
   const at::Tensor xc = x.contiguous(), mc = mean.contiguous(), pc = precision.contiguous();
 #ifdef JK_WITH_CUDA

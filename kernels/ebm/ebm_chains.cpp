@@ -82,7 +82,10 @@ void check_chain_args(const at::Tensor& x, int64_t n_steps, double step_size, in
   TORCH_CHECK_VALUE(thin >= 0, "thin must be >= 0 (0: no trajectory), got ", std::to_string(thin));
 }
 
-int64_t n_saved(int64_t n_steps, int64_t thin) { return thin > 0 ? n_steps / thin : 0; }
+// A chain's saved states: every thin-th of n_steps, (n_steps / thin, B, D); none when thin is 0.
+at::Tensor empty_trajectory(const at::Tensor& x, int64_t n_steps, int64_t thin) {
+  return at::empty_symint({thin > 0 ? n_steps / thin : 0, x.sym_size(0), x.sym_size(1)}, x.options());
+}
 
 // Langevin for wide rows, any device: per step the score (one addmm for the Gaussian, the
 // local score kernel otherwise) and one fused update (noise + step + clamp + trajectory).
@@ -121,7 +124,7 @@ std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std
   const ModelSpec spec = parse_model(x, model, mean, precision, params);
   check_step_args(x, x, step_size, noise_scale, clamp_min, clamp_max);
   at::Tensor out = at::empty_symint(x.sym_sizes(), x.options());
-  at::Tensor traj = at::empty_symint({n_saved(n_steps, thin), x.sym_size(0), x.sym_size(1)}, x.options());
+  at::Tensor traj = empty_trajectory(x, n_steps, thin);
   if (x.is_meta()) return {out, traj};
   const int64_t B = x.size(0), D = x.size(1);
   if (B == 0) return {out, traj};
@@ -192,7 +195,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, co
   const ModelSpec spec = parse_model(x, model, mean, precision, params);
   at::Tensor out = at::empty_symint(x.sym_sizes(), x.options());
   at::Tensor acc = at::empty_symint({x.sym_size(0)}, x.options());
-  at::Tensor traj = at::empty_symint({n_saved(n_steps, thin), x.sym_size(0), x.sym_size(1)}, x.options());
+  at::Tensor traj = empty_trajectory(x, n_steps, thin);
   if (x.is_meta()) return {out, acc, traj};
   const int64_t B = x.size(0), D = x.size(1);
   if (B == 0) return {out, acc, traj};
