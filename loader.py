@@ -404,11 +404,16 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     def op_and_function():
         op = getattr(getattr(torch.ops, namespace), kernel_op).default
 
-        def forward(ctx, *inputs):
+        def forward(*inputs):
             *args, keyset = inputs  # the keyset rides last, so backward returns None for it
-            output = _below_autograd(op, keyset, args)
-            setup_context(ctx=ctx, inputs=tuple(args), output=output)
-            return output
+            if not torch._C._are_functorch_transforms_active():
+                return _below_autograd(op, keyset, args)
+            # apply turned gradients off, for every level: the levels below this one record theirs
+            with torch.enable_grad(), torch.autograd.forward_ad._set_fwd_grad_enabled(True):
+                return _below_autograd(op, keyset, args)
+
+        def setup_context_without_keyset(ctx, inputs, output):
+            setup_context(ctx=ctx, inputs=inputs[:-1], output=output)
 
         def backward_without_keyset(ctx, *grads):
             needs_input_grad = ctx.needs_input_grad
@@ -419,8 +424,11 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
                 ctx.needs_input_grad = needs_input_grad
             return (*grads_in, None) if isinstance(grads_in, tuple) else (grads_in, None)
 
-        function = type(f"{name}_backward", (torch.autograd.Function,),
-                        {"forward": staticmethod(forward), "backward": staticmethod(backward_without_keyset)})
+        # A single-level Function (see _apply_function): forward and setup_context apart, applied by torch's
+        # C++ apply.
+        function = type(f"{name}_backward", (torch.autograd.function._SingleLevelFunction,),
+                        {"forward": staticmethod(forward), "setup_context": staticmethod(setup_context_without_keyset),
+                         "backward": staticmethod(backward_without_keyset)})
         return op, function
 
     def autograd_kernel(keyset, *args):
@@ -428,13 +436,31 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
             args += tuple(argument.default_value for argument in arguments[len(args):])
         op, function = op_and_function()
         if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
-            return function.apply(*args, keyset)
+            return _apply_function(function, *args, keyset)
         return _below_autograd(op, keyset, args)
 
     library = _autograd_libraries.get(namespace)
     if library is None:
         library = _autograd_libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
     library.impl(kernel_op, autograd_kernel, "Autograd", with_keyset=True)
+
+
+def _apply_function(function, *args):
+    """function.apply(*args) from an Autograd kernel, under torch.func transforms too. autograd.Function.apply
+    hands the call to functorch whenever a transform is active, and functorch finds no kernel for it from
+    inside the dispatcher. But an Autograd kernel is already at its transform's level, as ATen's C++ ones
+    are: the node is recorded on that level's tensors, forward's re-dispatch below autograd reaches
+    functorch, which unwraps them for the level below, and backward's ops see the transforms as any call
+    does. functorch calls that a single-level Function (its own grad rule applies one the same way) and
+    allows it only when asked: so torch.func.grad, vjp, jacrev and vmap of them work."""
+    if not torch._C._are_functorch_transforms_active():
+        return function.apply(*args)
+    allowed = torch._C._functorch.get_single_level_autograd_function_allowed()
+    torch._C._functorch.set_single_level_autograd_function_allowed(True)
+    try:
+        return function.apply(*args)
+    finally:
+        torch._C._functorch.set_single_level_autograd_function_allowed(allowed)
 
 
 def vjp_by_autograd(formula, inputs, needs_input_grad, grad_output):
@@ -446,16 +472,38 @@ def vjp_by_autograd(formula, inputs, needs_input_grad, grad_output):
     result = [None] * len(inputs)
     if not wanted:
         return tuple(result)
+    # The vjp_fn of a finished torch.func.vjp runs backward on that level's saved tensors, now dead
+    # wrappers, which no transform can differentiate: the tensors they wrap (as autograd.Function.apply does)
+    inputs = torch._C._functorch.unwrap_dead_wrappers(tuple(inputs))
+    if torch._C._are_functorch_transforms_active():  # this level's tensors: torch.func.vjp, not autograd.grad
+        return _vjp_by_functorch(formula, inputs, wanted, grad_output)
     create_graph = torch.is_grad_enabled()
     args = list(inputs)
-    if not create_graph:  # a graph of its own, from detached inputs
-        for i in wanted:
+    for i in wanted:  # a graph of its own, from detached inputs, where no graph is to be kept or joined
+        if not (create_graph and inputs[i].requires_grad):
             args[i] = inputs[i].detach().requires_grad_()
     with torch.enable_grad():
         output = formula(*args)
         grads = torch.autograd.grad(output, [args[i] for i in wanted], grad_output.to(output.dtype),
                                     create_graph=create_graph, allow_unused=True)
     for i, grad in zip(wanted, grads):
+        result[i] = grad
+    return tuple(result)
+
+
+def _vjp_by_functorch(formula, inputs, wanted, grad_output):
+    """vjp_by_autograd under torch.func transforms: a backward there sees the transform level's tensors,
+    which torch.autograd.grad cannot differentiate at their level; torch.func.vjp can, and its gradients
+    are differentiable by any outer level."""
+    def formula_of_wanted(*wanted_inputs):
+        args = list(inputs)
+        for i, value in zip(wanted, wanted_inputs):
+            args[i] = value
+        return formula(*args)
+
+    output, vjp_fn = torch.func.vjp(formula_of_wanted, *(inputs[i] for i in wanted))
+    result = [None] * len(inputs)
+    for i, grad in zip(wanted, vjp_fn(grad_output.to(output.dtype))):
         result[i] = grad
     return tuple(result)
 

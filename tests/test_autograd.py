@@ -7,9 +7,11 @@ Hessian-vector products) was silently wrong. In-place ops did not bump version c
 backward that had saved a tensor they then overwrote used the new values.
 """
 import math
+import warnings
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 from conftest import needs_cuda, registered_ops
 
 import loader
@@ -87,7 +89,8 @@ def test_a_score_matching_loss_matches_the_reference(device, model):
         torch.testing.assert_close(ours, expected, rtol=1e-9, atol=1e-9)
 
 
-def test_other_differentiable_ops_have_second_derivatives(device):
+def other_cases(device):
+    """The differentiable ops outside ebm's energies and scores (the steps are in step_cases)."""
     cases = {
         "relu_add": (lambda x, y: fused.relu_add(x, y, 0.5), (rand(6, device=device), rand(6, device=device))),
         "langevin_step": (lambda x, g: ebm.langevin_step(x, g, 0.1, 0.0, clamp=(-1.0, 1.0)),
@@ -102,7 +105,11 @@ def test_other_differentiable_ops_have_second_derivatives(device):
     a = torch.randn(5, 10, dtype=F64, device=device)
     spd = (a @ a.T / 10 + 0.5 * torch.eye(5, dtype=F64, device=device)).requires_grad_()
     cases["matrix_inverse_root"] = (lambda b: linalg.matrix_inverse_root(0.5 * (b + b.mT), 4, 1e-3), (spd,))
-    for name, (fn, args) in cases.items():
+    return cases
+
+
+def test_other_differentiable_ops_have_second_derivatives(device):
+    for name, (fn, args) in other_cases(device).items():
         assert torch.autograd.gradgradcheck(fn, args), name
 
 
@@ -187,6 +194,123 @@ def test_differentiable_ops_compile_with_gradients():
     (expected,) = torch.autograd.grad(steps(diffusion.reference, m), m)
     (got,) = torch.autograd.grad(torch.compile(lambda m: steps(diffusion, m), fullgraph=True)(m), m)
     torch.testing.assert_close(got, expected)
+
+
+# ---------------------------------------------------------------- torch.func transforms
+
+def step_cases(device):
+    sched = schedule(device)
+    t, t_prev = torch.tensor([0, 7, 19], device=device), torch.tensor([-1, 3, 10], device=device)
+    m, x, z = rand(3, 2, 5, device=device), rand(3, 2, 5, device=device), rand(3, 2, 5, device=device)
+    return {"ddpm_step": (lambda m, x, z: diffusion.ddpm_step(m, t, x, sched, z, "v_prediction"), (m, x, z)),
+            "ddim_step": (lambda m, x, z: diffusion.ddim_step(m, t, t_prev, x, sched, 0.7, z), (m, x, z))}
+
+
+def differentiable_cases(device):
+    return {**ebm_cases(device), **other_cases(device), **step_cases(device)}
+
+
+DIFFERENTIABLE = sorted(differentiable_cases("cpu"))
+
+
+def _dot(tensors, weights):
+    return sum((t * w).sum() for t, w in zip(tensors, weights) if t is not None)
+
+
+def _zeros_for_none(grads, args):
+    return [torch.zeros_like(a) if g is None else g for g, a in zip(grads, args)]
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_torch_func_vjp_and_its_derivative_match_autograd(device, name):
+    """torch.func.vjp and grad of it (the transforms that jacrev, jacrev(jacrev) and vmap(grad) are made
+    of) against torch.autograd on the same op. Until session 31 every op raised under them ("must
+    override the setup_context staticmethod"), as torch.library's custom ops still do."""
+    fn, args = differentiable_cases(device)[name]
+    out = fn(*args)
+    v = tuple(torch.randn_like(o) for o in out) if isinstance(out, tuple) else torch.randn_like(out)
+    w = [torch.randn_like(a) for a in args]
+    first = torch.autograd.grad(out, args, v, create_graph=True, allow_unused=True)
+    first_dot_w = _dot(first, w)
+    # an op linear in its inputs (relu_add, the harmonic score) has a first derivative that is constant
+    second = torch.autograd.grad(first_dot_w, args, allow_unused=True) if first_dot_w.requires_grad else [None] * len(args)
+
+    plain = [a.detach() for a in args]
+    _, vjp_fn = torch.func.vjp(fn, *plain)
+    for got, expected in zip(vjp_fn(v), _zeros_for_none(first, args)):
+        torch.testing.assert_close(got, expected.detach())
+    got_second = torch.func.grad(lambda *a: _dot(torch.func.vjp(fn, *a)[1](v), w), argnums=tuple(range(len(plain))))(*plain)
+    for got, expected in zip(got_second, _zeros_for_none(second, args)):
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("model", ["gaussian", *EBM_PARAMS])
+def test_torch_func_derivatives_of_energies_match_the_reference(device, model):
+    """The forms researchers write: per-sample gradients by vmap(grad), Hessians by jacrev(jacrev),
+    against the same transforms of reference.py's energy."""
+    x = torch.randn(3, 4, dtype=F64, device=device)
+    if model == "gaussian":
+        mean, precision = (p.detach() for p in gaussian_args(4, device))
+        params = (mean, precision)
+        ours, ref = ebm.gaussian_energy, ebm.reference.ENERGIES[model]
+    else:
+        params, ours, ref = EBM_PARAMS[model], getattr(ebm, f"{model}_energy"), ebm.reference.ENERGIES[model]
+
+    def per_sample_grad(energy):
+        return torch.vmap(torch.func.grad(lambda xi: energy(xi[None], *params)[0]))(x)
+
+    def hessian(energy):  # of the first sample's energy
+        return torch.func.jacrev(torch.func.jacrev(lambda xi: energy(xi[None], *params)[0]))(x[0])
+
+    torch.testing.assert_close(per_sample_grad(ours), per_sample_grad(ref))
+    torch.testing.assert_close(hessian(ours), hessian(ref))
+
+
+@pytest.mark.parametrize("model", ["gaussian", *EBM_PARAMS])
+@pytest.mark.parametrize("kind", ["energy", "score"])
+def test_vmap_of_energies_and_scores_is_one_batched_call(device, model, kind):
+    """ebm's vmap rules: vmapped batches of rows are one batch of rows (torch's fallback would call the
+    op once per member, with a warning); a batched mean or precision is one call per member."""
+    op = getattr(ebm, f"{model}_{kind}")
+    params = tuple(p.detach() for p in gaussian_args(3, device)) if model == "gaussian" else EBM_PARAMS[model]
+    x = torch.randn(5, 7, 3, dtype=F64, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the fallback's "performance drop" warning fails the test
+        by_vmap = torch.vmap(op, in_dims=(1, *[None] * len(params)))(x, *params)
+        torch.testing.assert_close(by_vmap, torch.stack([op(x[:, i], *params) for i in range(7)]))
+        if model == "gaussian":
+            mean, precision = params[0] + torch.randn(4, 1, dtype=F64, device=device), params[1].expand(4, 3, 3)
+            by_vmap = torch.vmap(op, in_dims=(None, 0, 0))(x[0], mean, precision)
+            torch.testing.assert_close(by_vmap, torch.stack([op(x[0], m, precision[0]) for m in mean]))
+    with pytest.raises(ValueError, match="x must be 2-D"):  # each member's x is checked as the op checks it
+        torch.vmap(op, in_dims=(0, *[None] * len(params)))(x[0], *params)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_forward_mode_is_refused_not_silently_zero(device, name):
+    """No op has a forward-mode (jvp) rule. Until session 31 a tangent went through as if the op were
+    constant: torch.func.jvp gave zeros and torch.func.hessian of an energy was all zeros."""
+    fn, args = differentiable_cases(device)[name]
+    plain = tuple(a.detach() for a in args)
+    with pytest.raises(RuntimeError, match="has no forward-mode derivative, but its argument '.+' carries"):
+        torch.func.jvp(fn, plain, tuple(torch.randn_like(a) for a in plain))
+    with pytest.raises(RuntimeError, match="has no forward-mode derivative"), fwAD.dual_level():
+        fn(fwAD.make_dual(plain[0], torch.randn_like(plain[0])), *plain[1:])
+
+
+def test_forward_mode_through_an_energy_is_refused_by_name():
+    x = torch.randn(2, 3, dtype=F64)
+    with pytest.raises(RuntimeError, match="rastrigin_(energy|score) has no forward-mode derivative, but its argument 'x'"):
+        torch.func.hessian(lambda y: ebm.rastrigin_energy(y).sum())(x)
+
+
+@pytest.mark.parametrize("op", ["langevin_step_", "normal_out"])
+def test_in_place_ops_refuse_forward_mode_tangents(device, op):
+    call = in_place_calls(device)[op]
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(torch.randn(4, 3, device=device), torch.randn(4, 3, device=device))
+        with pytest.raises(RuntimeError, match=f"{op} has no forward-mode derivative"):
+            call(dual, torch.randn(4, 3, device=device))
 
 
 # ---------------------------------------------------------------- samplers: constants for autograd

@@ -115,6 +115,32 @@ inline bool requires_grad(const c10::IValue& value) {
   return false;
 }
 
+// Forward-mode AD (torch.func.jvp, jacfwd and hessian; torch.autograd.forward_ad) needs a jvp rule, which
+// no op has: unchecked, a tangent went through the kernels below autograd as if the op were constant
+// (torch.func.hessian of an energy came out all zeros). Differentiable and in-place ops refuse one.
+inline bool has_forward_tangent(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor()._fw_grad(/*level=*/0).defined();
+  if (value.isList())
+    for (const c10::IValue& item : value.toListRef())
+      if (has_forward_tangent(item)) return true;
+  return false;
+}
+
+// The op's name without the build's namespace, for messages.
+inline std::string short_name(const c10::OperatorHandle& op) {
+  const std::string& qualified = op.schema().name();
+  return qualified.substr(qualified.find("::") + 2);
+}
+
+inline void refuse_forward_tangents(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto& arguments = op.schema().arguments();
+  const auto inputs = torch::jit::last(stack, arguments.size());
+  for (size_t i = 0; i < arguments.size(); ++i)
+    TORCH_CHECK(!has_forward_tangent(inputs[i]), short_name(op), " has no forward-mode derivative, but its argument '",
+                arguments[i].name(), "' carries a forward-mode tangent (torch.func.jvp, jacfwd or hessian, or ",
+                "torch.autograd.forward_ad): use reverse mode (torch.func.vjp or jacrev; jacrev(jacrev(f)) for a Hessian)");
+}
+
 // The op's kernels below autograd: ATen ops inside our kernels record no history, and the outputs do
 // not require grad.
 inline void call_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -131,6 +157,7 @@ inline void call_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeyS
 constexpr const char* kAutogradTwin = "_autograd";
 
 inline void route_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  refuse_forward_tangents(op, *stack);
   bool needs_grad = false;
   if (at::GradMode::is_enabled())
     for (const c10::IValue& argument : torch::jit::last(*stack, op.schema().arguments().size()))
@@ -217,10 +244,10 @@ inline void def_not_differentiable(torch::Library& m, const char* schema) {
 // tensor's version counter, so that a backward which saved the old values raises (as after any in-place
 // op) instead of using the new ones.
 inline void call_in_place(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  refuse_forward_tangents(op, *stack);
   const auto& arguments = op.schema().arguments();
   const auto inputs = torch::jit::last(*stack, arguments.size());
-  const std::string& qualified = op.schema().name();
-  const std::string op_name = qualified.substr(qualified.find("::") + 2);  // without the build's namespace
+  const std::string op_name = short_name(op);
   std::vector<at::Tensor> written;
   for (size_t i = 0; i < arguments.size(); ++i) {
     TORCH_CHECK(!at::GradMode::is_enabled() || !requires_grad(inputs[i]), op_name, " writes in place and has",

@@ -164,7 +164,7 @@ def _make_local_backward(name):
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        grad_x = score_op(x, *ctx.params).neg_().mul_(grad[:, None]) if ctx.needs_input_grad[0] else None
+        grad_x = score_op(x, *ctx.params) * grad.neg()[:, None] if ctx.needs_input_grad[0] else None
         return (grad_x,) + (None,) * len(ctx.params)
 
     return backward
@@ -214,6 +214,32 @@ def _gaussian_backward(ctx, grad):
 
 
 register_autograd(f"{NAMESPACE}::gaussian_energy", _gaussian_backward, setup_context=_gaussian_setup)
+
+
+def _rows_vmap(op_name):
+    """torch.vmap of an energy or score: the vmapped batches of rows are one batch of rows, so one call
+    on (N·B, D) instead of torch's fallback of N calls. A batched mean or precision: one call per member."""
+    op = getattr(_ops, op_name)
+
+    def rule(info, in_dims, x, *params):
+        x_dim, *param_dims = in_dims
+        if x_dim is not None and all(d is None for d in param_dims) and x.dim() == 3:
+            rows = x.movedim(x_dim, 0)
+            out = op(rows.reshape(-1, rows.shape[-1]), *params)
+            return out.reshape(*rows.shape[:2], *out.shape[1:]), 0
+        # batched parameters, or an x that is not (B, D) per member (the op says what is wrong)
+        def member(a, d, i):
+            return a if d is None else a.select(d, i)
+        return torch.stack([op(*(member(a, d, i) for a, d in zip((x, *params), in_dims)))
+                            for i in range(info.batch_size)]), 0
+
+    return rule
+
+
+for _name in MODELS:  # the op and its autograd twin (loader.register_autograd), which vmap can meet too
+    for _kind in ("energy", "score"):
+        for _op in (f"{_name}_{_kind}", f"{_name}_{_kind}_autograd"):
+            torch.library.register_vmap(f"{NAMESPACE}::{_op}", _rows_vmap(f"{_name}_{_kind}"))
 
 
 # ---------------------------------------------------------------- Langevin step
