@@ -378,7 +378,7 @@ def _load_library(spec: _Spec) -> None:
 _autograd_libraries: dict[str, "torch.library.Library"] = {}  # kept alive: a freed Library unregisters
 
 
-def register_autograd(qualname: str, backward, *, setup_context) -> None:
+def register_autograd(qualname: str, backward, *, setup_context, forward_formula=None) -> None:
     """torch.library.register_autograd for our ops (positional arguments only), at a fraction of its
     load time. torch's builds a dataclass per op (~0.45 ms on a fresh process's first call: a fifth of
     a warm load of `fused`; ebm registers seven); this registers the same Autograd kernel without it.
@@ -389,7 +389,9 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     ops never pay for them: a warm load of fused on the GPU machine went 3.70 -> 3.17 ms (session 20,
     same host, alternating fresh processes: benchmarks/results/session20/call5).
     An op defined with jk::def_differentiable (jk.h) has a twin `<name>_autograd`: the kernel goes there,
-    and the op's own C++ Autograd kernel sends only the calls that record a gradient to it."""
+    and the op's own C++ Autograd kernel sends only the calls that record a gradient to it.
+    forward_formula(value, *args): the op's derivatives for forward mode (see _forward_mode); without it
+    forward mode raises."""
     arguments = torch._C._get_schema(qualname, "").arguments
     if any(argument.kwarg_only for argument in arguments):
         raise NotImplementedError(f"{qualname} has keyword-only arguments: use torch.library.register_autograd")
@@ -435,6 +437,9 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
         if len(args) < len(arguments):  # the dispatcher drops trailing arguments equal to their defaults
             args += tuple(argument.default_value for argument in arguments[len(args):])
         op, function = op_and_function()
+        tangent_at = _forward_tangent_at(args)
+        if tangent_at is not None:
+            return _forward_mode(name, arguments[tangent_at].name, op, keyset, args, forward_formula)
         if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
             return _apply_function(function, *args, keyset)
         return _below_autograd(op, keyset, args)
@@ -443,6 +448,36 @@ def register_autograd(qualname: str, backward, *, setup_context) -> None:
     if library is None:
         library = _autograd_libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
     library.impl(kernel_op, autograd_kernel, "Autograd", with_keyset=True)
+
+
+def _forward_tangent_at(args) -> int | None:
+    """The position of the first tensor argument that carries a forward-mode tangent (torch.func.jvp,
+    jacfwd, hessian; torch.autograd.forward_ad), or None. jk.h's route_autograd sends such calls here.
+    Tangents exist only inside a dual level (torch.func.jvp enters one too), so the per-tensor look (~3 µs
+    a tensor, a third of a reverse-mode call of relu_add) waits for one."""
+    if torch.autograd.forward_ad._current_level < 0:
+        return None
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and torch._VF._unpack_dual(a, 0).tangent is not None:
+            return i
+    return None
+
+
+def _forward_mode(name, argument, op, keyset, args, formula):
+    """An op called with forward-mode tangents: the kernel's numbers with the derivatives of F =
+    formula(value, *args), the op in PyTorch ops (register_autograd's forward_formula; value is the kernel's
+    output, for what only it knows, such as where a clamp bit). value + (F - F.detach()) is the value, and
+    its derivatives of every order, in either mode and under any transform, are F's, from torch's own rules.
+    F may leave out terms whose derivative is 0 (drawn noise); None for an output leaves it constant."""
+    if formula is None:
+        raise RuntimeError(f"{name} has no forward-mode derivative, but its argument '{argument}' carries a "
+                           "forward-mode tangent (torch.func.jvp, jacfwd or hessian, or torch.autograd.forward_ad): "
+                           "use reverse mode (torch.func.vjp or jacrev; jacrev(jacrev(f)) for a Hessian)")
+    value = _below_autograd(op, keyset, args)
+    derivative = formula(value, *args)
+    if isinstance(value, tuple):
+        return tuple(v if f is None else v.detach() + (f - f.detach()).to(v.dtype) for v, f in zip(value, derivative))
+    return value.detach() + (derivative - derivative.detach()).to(value.dtype)
 
 
 def _apply_function(function, *args):

@@ -259,11 +259,13 @@ def test_torch_func_derivatives_of_energies_match_the_reference(device, model):
     def per_sample_grad(energy):
         return torch.vmap(torch.func.grad(lambda xi: energy(xi[None], *params)[0]))(x)
 
-    def hessian(energy):  # of the first sample's energy
-        return torch.func.jacrev(torch.func.jacrev(lambda xi: energy(xi[None], *params)[0]))(x[0])
+    def hessians(energy):  # of the first sample's energy: reverse over reverse, and torch.func.hessian's
+        one = lambda xi: energy(xi[None], *params)[0]  # noqa: E731  (forward over reverse)
+        return torch.func.jacrev(torch.func.jacrev(one))(x[0]), torch.func.hessian(one)(x[0])
 
     torch.testing.assert_close(per_sample_grad(ours), per_sample_grad(ref))
-    torch.testing.assert_close(hessian(ours), hessian(ref))
+    for got, expected in zip(hessians(ours), hessians(ref)):
+        torch.testing.assert_close(got, expected)
 
 
 @pytest.mark.parametrize("model", ["gaussian", *EBM_PARAMS])
@@ -286,22 +288,40 @@ def test_vmap_of_energies_and_scores_is_one_batched_call(device, model, kind):
         torch.vmap(op, in_dims=(0, *[None] * len(params)))(x[0], *params)
 
 
-@pytest.mark.parametrize("name", DIFFERENTIABLE)
-def test_forward_mode_is_refused_not_silently_zero(device, name):
-    """No op has a forward-mode (jvp) rule. Until session 31 a tangent went through as if the op were
-    constant: torch.func.jvp gave zeros and torch.func.hessian of an energy was all zeros."""
+FORWARD_MODE = [name for name in DIFFERENTIABLE if name != "matrix_inverse_root"]
+
+
+@pytest.mark.parametrize("name", FORWARD_MODE)
+def test_forward_mode_matches_reverse_mode(device, name):
+    """torch.func.jvp and torch.autograd.forward_ad against torch.autograd.functional.jvp, which gets J·t from
+    reverse mode (our backward formulas), and the primal against the op's own value. Until session 31 a
+    tangent went through as if the op were constant: zeros, and torch.func.hessian of an energy all zeros."""
     fn, args = differentiable_cases(device)[name]
     plain = tuple(a.detach() for a in args)
-    with pytest.raises(RuntimeError, match="has no forward-mode derivative, but its argument '.+' carries"):
-        torch.func.jvp(fn, plain, tuple(torch.randn_like(a) for a in plain))
-    with pytest.raises(RuntimeError, match="has no forward-mode derivative"), fwAD.dual_level():
-        fn(fwAD.make_dual(plain[0], torch.randn_like(plain[0])), *plain[1:])
+    tangents = tuple(torch.randn_like(a) for a in plain)
+    value, expected = torch.autograd.functional.jvp(fn, plain, tangents)
+    primal, got = torch.func.jvp(fn, plain, tangents)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(primal, value, rtol=0, atol=0)  # the kernel's numbers, not the formula's
+    with fwAD.dual_level():
+        out = fn(*(fwAD.make_dual(a, t) for a, t in zip(plain, tangents)))
+        got = tuple(fwAD.unpack_dual(o).tangent for o in out) if isinstance(out, tuple) else fwAD.unpack_dual(out).tangent
+    torch.testing.assert_close(got, expected)
 
 
-def test_forward_mode_through_an_energy_is_refused_by_name():
-    x = torch.randn(2, 3, dtype=F64)
-    with pytest.raises(RuntimeError, match="rastrigin_(energy|score) has no forward-mode derivative, but its argument 'x'"):
-        torch.func.hessian(lambda y: ebm.rastrigin_energy(y).sum())(x)
+def test_forward_mode_without_a_formula_is_refused_by_name():
+    """matrix_inverse_root has no forward-mode formula (eigh's is NaN where eigenvalues repeat, as at
+    Shampoo's eps·I start); its error names the op and the argument."""
+    a = torch.eye(3, dtype=F64)
+    with pytest.raises(RuntimeError, match="matrix_inverse_root has no forward-mode derivative, but its argument 'A'"):
+        torch.func.jvp(lambda b: linalg.matrix_inverse_root(b, 4, 1e-3), (a,), (a,))
+
+
+def test_forward_mode_refuses_a_schedule_tangent():
+    sched = schedule("cpu")
+    m, x = torch.randn(2, 3, dtype=F64), torch.randn(2, 3, dtype=F64)
+    with pytest.raises(RuntimeError, match="not in schedule"):
+        torch.func.jvp(lambda s: diffusion.ddpm_step(m, 5, x, s, torch.zeros_like(x)), (sched,), (sched,))
 
 
 @pytest.mark.parametrize("op", ["langevin_step_", "normal_out"])

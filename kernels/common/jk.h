@@ -115,9 +115,10 @@ inline bool requires_grad(const c10::IValue& value) {
   return false;
 }
 
-// Forward-mode AD (torch.func.jvp, jacfwd and hessian; torch.autograd.forward_ad) needs a jvp rule, which
-// no op has: unchecked, a tangent went through the kernels below autograd as if the op were constant
-// (torch.func.hessian of an energy came out all zeros). Differentiable and in-place ops refuse one.
+// Forward-mode AD (torch.func.jvp, jacfwd and hessian; torch.autograd.forward_ad): a tangent that went
+// through the kernels below autograd came out as if the op were constant (torch.func.hessian of an energy
+// was all zeros until session 31). A differentiable op sends it to its twin, whose jvp comes from its
+// backward (loader.register_autograd); an in-place op refuses it.
 inline bool has_forward_tangent(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor()._fw_grad(/*level=*/0).defined();
   if (value.isList())
@@ -151,18 +152,18 @@ inline void call_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeyS
 // An op whose derivative is in ops.py needs a kernel at the Autograd key. A Python one runs on every
 // call, gradient or not: ~4 µs of a 6 µs call of relu_add on the CPU. So its Autograd kernel is
 // route_autograd (C++), which calls the kernels below autograd unless grad mode is on and a tensor
-// argument requires grad; only then does the call go to the op's twin `<name>_autograd` (same
+// argument requires grad, or one carries a forward-mode tangent; only then does the call go to the op's
+// twin `<name>_autograd` (same
 // schema), whose Autograd kernel is the Python one and whose kernel below autograd calls the op again
 // (call_original).
 constexpr const char* kAutogradTwin = "_autograd";
 
 inline void route_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  refuse_forward_tangents(op, *stack);
-  bool needs_grad = false;
-  if (at::GradMode::is_enabled())
-    for (const c10::IValue& argument : torch::jit::last(*stack, op.schema().arguments().size()))
-      needs_grad = needs_grad || requires_grad(argument);
-  if (!needs_grad) return call_below_autograd(op, keys, stack);
+  bool needs_autograd = false;
+  const bool grad_mode = at::GradMode::is_enabled();
+  for (const c10::IValue& argument : torch::jit::last(*stack, op.schema().arguments().size()))
+    needs_autograd = needs_autograd || (grad_mode && requires_grad(argument)) || has_forward_tangent(argument);
+  if (!needs_autograd) return call_below_autograd(op, keys, stack);
   c10::Dispatcher::singleton()
       .findSchemaOrThrow((op.schema().name() + kAutogradTwin).c_str(), op.schema().overload_name().c_str())
       .callBoxed(stack);

@@ -141,8 +141,33 @@ def _ddim_step_backward(ctx, grad):
     return g_m, None, None, g_x, None, None, g_z, None, None, None, None, None
 
 
-register_autograd(f"{NAMESPACE}::ddpm_step", _ddpm_step_backward, setup_context=_step_setup)
-register_autograd(f"{NAMESPACE}::ddim_step", _ddim_step_backward, setup_context=_step_setup)
+def _step_forward_formula(name, formula, schedule, sample, noise):
+    """Forward mode's derivatives of a step: the reference's formula, the noise (drawn or given) only as
+    zeros, since the step is affine in it: its tangent adds std * tangent, which the formula gives."""
+    if (torch.autograd.forward_ad.unpack_dual(schedule).tangent is not None
+            or (schedule.requires_grad and torch.is_grad_enabled())):
+        raise RuntimeError(f"{name} is differentiable in model_output, sample and noise, not in schedule: "
+                           "pass schedule.detach()")
+    return formula(torch.zeros_like(sample) if noise is None else noise)
+
+
+def _ddpm_step_forward_formula(value, m, t, x, schedule, noise, *options):
+    t = torch.where((t >= 0) & (t < schedule.shape[0]), t, 0)  # invalid rows are NaN in value already
+    return _step_forward_formula("ddpm_step", lambda z: load_reference().ddpm_step(m, t, x, schedule, z, *options),
+                                 schedule, x, noise)
+
+
+def _ddim_step_forward_formula(value, m, t, t_prev, x, schedule, eta, noise, *options):
+    valid = (t >= 0) & (t < schedule.shape[0]) & (t_prev >= -1) & (t_prev < t)
+    t, t_prev = torch.where(valid, t, 0), torch.where(valid, t_prev, -1)
+    formula = lambda z: load_reference().ddim_step(m, t, t_prev, x, schedule, eta, z, *options)  # noqa: E731
+    return _step_forward_formula("ddim_step", formula, schedule, x, noise)
+
+
+register_autograd(f"{NAMESPACE}::ddpm_step", _ddpm_step_backward, setup_context=_step_setup,
+                  forward_formula=_ddpm_step_forward_formula)
+register_autograd(f"{NAMESPACE}::ddim_step", _ddim_step_backward, setup_context=_step_setup,
+                  forward_formula=_ddim_step_forward_formula)
 
 
 def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, gn_weight: torch.Tensor,
@@ -209,4 +234,11 @@ def _conv_backward(ctx, grad):
             cast(grad_gb, gn_bias), None, None, None)
 
 
-register_autograd(f"{NAMESPACE}::conv1d_gn_mish", _conv_backward, setup_context=_conv_setup)
+def _conv_forward_formula(value, x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps):
+    ct = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return load_reference().conv1d_gn_mish(x.to(ct), weight.to(ct), None if bias is None else bias.to(ct),
+                                           gn_weight.to(ct), gn_bias.to(ct), num_groups, padding, eps)
+
+
+register_autograd(f"{NAMESPACE}::conv1d_gn_mish", _conv_backward, setup_context=_conv_setup,
+                  forward_formula=_conv_forward_formula)

@@ -159,6 +159,16 @@ def _local_setup(ctx, inputs, output):
     ctx.params = inputs[1:]
 
 
+def _closed_form(table, name):
+    """reference.py's ENERGIES[name] or SCORES[name], half types in float32 as in the kernels: scores'
+    backward and every energy's and score's forward mode differentiate it."""
+    def formula(*args):
+        half = (torch.float16, torch.bfloat16)
+        return getattr(load_reference(), table)[name](*(a.float() if isinstance(a, torch.Tensor) and a.dtype in half
+                                                        else a for a in args))
+    return formula
+
+
 def _make_local_backward(name):
     score_op = getattr(_ops, f"{name}_score")
 
@@ -170,9 +180,14 @@ def _make_local_backward(name):
     return backward
 
 
+def _forward_formula(table, name):
+    closed_form = _closed_form(table, name)
+    return lambda value, *args: closed_form(*args)
+
+
 for _name in _LOCAL:
     register_autograd(f"{NAMESPACE}::{_name}_energy", _make_local_backward(_name),
-                      setup_context=_local_setup)
+                      setup_context=_local_setup, forward_formula=_forward_formula("ENERGIES", _name))
 
 
 def _score_setup(ctx, inputs, output):
@@ -182,10 +197,7 @@ def _score_setup(ctx, inputs, output):
 
 
 def _make_score_backward(name):
-    def formula(*args):  # the closed form, half types in float32 as in the kernels
-        half = (torch.float16, torch.bfloat16)
-        return load_reference().SCORES[name](*(a.float() if isinstance(a, torch.Tensor) and a.dtype in half else a
-                                              for a in args))
+    formula = _closed_form("SCORES", name)
 
     def backward(ctx, grad):
         return vjp_by_autograd(formula, (*ctx.saved_tensors, *ctx.params), ctx.needs_input_grad, grad)
@@ -194,7 +206,8 @@ def _make_score_backward(name):
 
 
 for _name in MODELS:
-    register_autograd(f"{NAMESPACE}::{_name}_score", _make_score_backward(_name), setup_context=_score_setup)
+    register_autograd(f"{NAMESPACE}::{_name}_score", _make_score_backward(_name), setup_context=_score_setup,
+                      forward_formula=_forward_formula("SCORES", _name))
 
 
 def _gaussian_setup(ctx, inputs, output):
@@ -213,7 +226,8 @@ def _gaussian_backward(ctx, grad):
     return grad_x, grad_mean, grad_precision
 
 
-register_autograd(f"{NAMESPACE}::gaussian_energy", _gaussian_backward, setup_context=_gaussian_setup)
+register_autograd(f"{NAMESPACE}::gaussian_energy", _gaussian_backward, setup_context=_gaussian_setup,
+                  forward_formula=_forward_formula("ENERGIES", "gaussian"))
 
 
 def _rows_vmap(op_name):
@@ -283,21 +297,30 @@ def _langevin_step_setup(ctx, inputs, output):
     ctx.save_for_backward(output if inputs[4] is not None or inputs[5] is not None else None)
 
 
+def _inside_bounds(out, lo, hi):
+    """Where the output was not clamped (the step's derivatives are 0 elsewhere)."""
+    inside = torch.ones_like(out, dtype=torch.bool)
+    if lo is not None:
+        inside &= out > lo
+    if hi is not None:
+        inside &= out < hi
+    return inside
+
+
 def _langevin_step_backward(ctx, grad):
     (out,) = ctx.saved_tensors
-    if out is not None:  # no gradient where the output was clamped
-        lo, hi = ctx.bounds
-        inside = torch.ones_like(out, dtype=torch.bool)
-        if lo is not None:
-            inside &= out > lo
-        if hi is not None:
-            inside &= out < hi
-        grad = grad * inside
+    if out is not None:
+        grad = grad * _inside_bounds(out, *ctx.bounds)
     return grad, -ctx.step_size * grad, None, None, None, None, None
 
 
+def _langevin_step_forward_formula(value, x, grad, step_size, noise_scale, lo, hi, generator):
+    update = x - step_size * grad  # the noise is a constant
+    return update if lo is None and hi is None else update * _inside_bounds(value, lo, hi)
+
+
 register_autograd(f"{NAMESPACE}::langevin_step", _langevin_step_backward,
-                  setup_context=_langevin_step_setup)
+                  setup_context=_langevin_step_setup, forward_formula=_langevin_step_forward_formula)
 
 
 # ---------------------------------------------------------------- chains

@@ -34,4 +34,5 @@ def _relu_add_backward(ctx, grad):
     return grad.masked_fill(x <= 0, 0), grad, None
 
 
-register_autograd(f"{NAMESPACE}::relu_add", _relu_add_backward, setup_context=_relu_add_setup)
+register_autograd(f"{NAMESPACE}::relu_add", _relu_add_backward, setup_context=_relu_add_setup,
+                  forward_formula=lambda value, x, y, bias: torch.relu(x) + y)  # forward mode's derivatives

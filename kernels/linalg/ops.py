@@ -15,6 +15,7 @@ from torch import nn
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
 register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
                              # signature at a fraction of its load time
+load_reference: Callable     # this family's reference.py, imported on the first call
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = ["matrix_inverse_root", "kron", "per_sample_grad_linear", "per_sample_grads", "memory_info", "Shampoo"]
@@ -145,7 +146,8 @@ def _kron_backward(ctx, grad):
     return grad_A, grad_B
 
 
-register_autograd(f"{NAMESPACE}::kron", _kron_backward, setup_context=_kron_setup)
+register_autograd(f"{NAMESPACE}::kron", _kron_backward, setup_context=_kron_setup,
+                  forward_formula=lambda value, A, B: load_reference().kron(A, B))
 
 
 def per_sample_grad_linear(x: torch.Tensor, grad_out: torch.Tensor, with_bias: bool = True):
@@ -177,7 +179,9 @@ def _per_sample_grad_linear_backward(ctx, grad_w, grad_b):
 
 
 register_autograd(f"{NAMESPACE}::per_sample_grad_linear", _per_sample_grad_linear_backward,
-                  setup_context=_per_sample_grad_linear_setup)
+                  setup_context=_per_sample_grad_linear_setup,
+                  forward_formula=lambda value, x, grad_out, with_bias: load_reference().per_sample_grad_linear(
+                      x, grad_out, with_bias))
 
 
 # ---------------------------------------------------------------- per-sample gradients of a model
