@@ -509,7 +509,7 @@ def vjp_by_autograd(formula, inputs, needs_input_grad, grad_output):
         return tuple(result)
     # The vjp_fn of a finished torch.func.vjp runs backward on that level's saved tensors, now dead
     # wrappers, which no transform can differentiate: the tensors they wrap (as autograd.Function.apply does)
-    inputs = torch._C._functorch.unwrap_dead_wrappers(tuple(inputs))
+    inputs = torch._functorch.utils.unwrap_dead_wrappers(tuple(inputs))
     if torch._C._are_functorch_transforms_active():  # this level's tensors: torch.func.vjp, not autograd.grad
         return _vjp_by_functorch(formula, inputs, wanted, grad_output)
     create_graph = torch.is_grad_enabled()
