@@ -20,6 +20,7 @@ import torch.distributed as dist
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
 register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
                              # signature at a fraction of its load time
+register_vmap: Callable      # loader.register_vmap: torch.library.register_vmap's, quicker to load
 vjp_by_autograd: Callable    # loader.vjp_by_autograd: a backward by autograd of a PyTorch formula
 load_reference: Callable     # this family's reference.py, imported on the first call
 _ops = getattr(torch.ops, NAMESPACE)
@@ -253,7 +254,7 @@ def _rows_vmap(op_name):
 for _name in MODELS:  # the op and its autograd twin (loader.register_autograd), which vmap can meet too
     for _kind in ("energy", "score"):
         for _op in (f"{_name}_{_kind}", f"{_name}_{_kind}_autograd"):
-            torch.library.register_vmap(f"{NAMESPACE}::{_op}", _rows_vmap(f"{_name}_{_kind}"))
+            register_vmap(f"{NAMESPACE}::{_op}", _rows_vmap(f"{_name}_{_kind}"))
 
 
 # ---------------------------------------------------------------- Langevin step
