@@ -437,10 +437,15 @@ def register_autograd(qualname: str, backward, *, setup_context, forward_formula
         if len(args) < len(arguments):  # the dispatcher drops trailing arguments equal to their defaults
             args += tuple(argument.default_value for argument in arguments[len(args):])
         op, function = op_and_function()
-        tangent_at = _forward_tangent_at(args)
-        if tangent_at is not None:
-            return _forward_mode(name, arguments[tangent_at].name, op, keyset, args, forward_formula)
-        if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
+        needs_grad = torch.is_grad_enabled() and torch._C._any_requires_grad(*args)
+        # Without a gradient to record, route_autograd sent the call here for a tangent. With one, a tangent
+        # needs a dual level (torch.func.jvp enters one too): the per-tensor look (~3 µs a tensor, a third
+        # of a reverse-mode call of relu_add) waits for one.
+        if not needs_grad or torch.autograd.forward_ad._current_level >= 0:
+            tangent_at = _forward_tangent_at(args)
+            if tangent_at is not None:
+                return _forward_mode(name, arguments[tangent_at].name, op, keyset, args, forward_formula)
+        if needs_grad:
             return _apply_function(function, *args, keyset)
         return _below_autograd(op, keyset, args)
 
@@ -479,11 +484,7 @@ def register_vmap(qualname: str, rule) -> None:
 
 def _forward_tangent_at(args) -> int | None:
     """The position of the first tensor argument that carries a forward-mode tangent (torch.func.jvp,
-    jacfwd, hessian; torch.autograd.forward_ad), or None. jk.h's route_autograd sends such calls here.
-    Tangents exist only inside a dual level (torch.func.jvp enters one too), so the per-tensor look (~3 µs
-    a tensor, a third of a reverse-mode call of relu_add) waits for one."""
-    if torch.autograd.forward_ad._current_level < 0:
-        return None
+    jacfwd, hessian; torch.autograd.forward_ad), or None."""
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor) and torch._VF._unpack_dual(a, 0).tangent is not None:
             return i

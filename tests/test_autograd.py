@@ -267,6 +267,27 @@ def test_torch_func_derivatives_of_energies_match_the_reference(device, model):
         torch.testing.assert_close(got, expected)
 
 
+def test_torch_func_transforms_compile():
+    """torch.compile of the transforms: dynamo traces them, AOTAutograd meets our ops with functorch's
+    tensors (forward mode's dual level is not the Python one there). Mixed with plain ops, so a tangent our
+    op dropped would leave a silently partial result, not an error."""
+    x, t, ref = torch.randn(8, 4, dtype=F64), torch.randn(8, 4, dtype=F64), ebm.reference
+
+    def mixed(energy):
+        return lambda y: energy(y, 5.0) + (y * y).sum(-1)
+
+    cases = {
+        "grad": lambda e: torch.func.grad(lambda y: mixed(e)(y).sum())(x),
+        "vmap": lambda e: torch.vmap(mixed(e))(x[None].expand(3, 8, 4)),
+        "jvp": lambda e: torch.func.jvp(mixed(e), (x,), (t,))[1],
+        "hessian": lambda e: torch.func.hessian(lambda y: mixed(e)(y).sum())(x[:2]),
+    }
+    for name, case in cases.items():
+        expected = case(ref.rastrigin_energy)
+        torch.testing.assert_close(torch.compile(lambda: case(ebm.rastrigin_energy), fullgraph=True)(), expected,
+                                   msg=name)
+
+
 @pytest.mark.parametrize("model", ["gaussian", *EBM_PARAMS])
 @pytest.mark.parametrize("kind", ["energy", "score"])
 def test_vmap_of_energies_and_scores_is_one_batched_call(device, model, kind):
