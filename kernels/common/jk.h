@@ -117,8 +117,9 @@ inline bool requires_grad(const c10::IValue& value) {
 
 // Forward-mode AD (torch.func.jvp, jacfwd and hessian; torch.autograd.forward_ad): a tangent that went
 // through the kernels below autograd came out as if the op were constant (torch.func.hessian of an energy
-// was all zeros until session 31). A differentiable op sends it to its twin, whose jvp comes from its
-// backward (loader.register_autograd); an in-place op refuses it.
+// was all zeros until session 31). A differentiable op sends it to its twin, whose Python kernel gives the
+// kernel's value the derivatives of ops.py's forward_formula (loader.register_autograd); an in-place op
+// refuses it.
 inline bool has_forward_tangent(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor()._fw_grad(/*level=*/0).defined();
   if (value.isList())
@@ -133,13 +134,14 @@ inline std::string short_name(const c10::OperatorHandle& op) {
   return qualified.substr(qualified.find("::") + 2);
 }
 
+// An in-place op's writes have no derivative in either mode.
 inline void refuse_forward_tangents(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   const auto& arguments = op.schema().arguments();
   const auto inputs = torch::jit::last(stack, arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i)
     TORCH_CHECK(!has_forward_tangent(inputs[i]), short_name(op), " has no forward-mode derivative, but its argument '",
                 arguments[i].name(), "' carries a forward-mode tangent (torch.func.jvp, jacfwd or hessian, or ",
-                "torch.autograd.forward_ad): use reverse mode (torch.func.vjp or jacrev; jacrev(jacrev(f)) for a Hessian)");
+                "torch.autograd.forward_ad): use the out-of-place op");
 }
 
 // The op's kernels below autograd: ATen ops inside our kernels record no history, and the outputs do
@@ -153,9 +155,8 @@ inline void call_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeyS
 // call, gradient or not: ~4 µs of a 6 µs call of relu_add on the CPU. So its Autograd kernel is
 // route_autograd (C++), which calls the kernels below autograd unless grad mode is on and a tensor
 // argument requires grad, or one carries a forward-mode tangent; only then does the call go to the op's
-// twin `<name>_autograd` (same
-// schema), whose Autograd kernel is the Python one and whose kernel below autograd calls the op again
-// (call_original).
+// twin `<name>_autograd` (same schema), whose Autograd kernel is the Python one and whose kernel below
+// autograd calls the op again (call_original).
 constexpr const char* kAutogradTwin = "_autograd";
 
 inline void route_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
