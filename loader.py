@@ -375,7 +375,7 @@ def _load_library(spec: _Spec) -> None:
 
 # ---------------------------------------------------------------- binding
 
-_autograd_libraries: dict[str, "torch.library.Library"] = {}  # kept alive: a freed Library unregisters
+_libraries: dict[str, "torch.library.Library"] = {}  # our Python kernels', kept alive: a freed one unregisters
 
 
 def register_autograd(qualname: str, backward, *, setup_context, forward_formula=None) -> None:
@@ -454,9 +454,9 @@ def register_autograd(qualname: str, backward, *, setup_context, forward_formula
 
 def _library(namespace: str) -> "torch.library.Library":
     """The Library that our Python kernels of a build's namespace are registered through."""
-    library = _autograd_libraries.get(namespace)
+    library = _libraries.get(namespace)
     if library is None:
-        library = _autograd_libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
+        library = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
     return library
 
 

@@ -128,22 +128,6 @@ inline bool has_forward_tangent(const c10::IValue& value) {
   return false;
 }
 
-// The op's name without the build's namespace, for messages.
-inline std::string short_name(const c10::OperatorHandle& op) {
-  const std::string& qualified = op.schema().name();
-  return qualified.substr(qualified.find("::") + 2);
-}
-
-// An in-place op's writes have no derivative in either mode.
-inline void refuse_forward_tangents(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  const auto& arguments = op.schema().arguments();
-  const auto inputs = torch::jit::last(stack, arguments.size());
-  for (size_t i = 0; i < arguments.size(); ++i)
-    TORCH_CHECK(!has_forward_tangent(inputs[i]), short_name(op), " has no forward-mode derivative, but its argument '",
-                arguments[i].name(), "' carries a forward-mode tangent (torch.func.jvp, jacfwd or hessian, or ",
-                "torch.autograd.forward_ad): use the out-of-place op");
-}
-
 // The op's kernels below autograd: ATen ops inside our kernels record no history, and the outputs do
 // not require grad.
 inline void call_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -246,12 +230,15 @@ inline void def_not_differentiable(torch::Library& m, const char* schema) {
 // tensor's version counter, so that a backward which saved the old values raises (as after any in-place
 // op) instead of using the new ones.
 inline void call_in_place(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  refuse_forward_tangents(op, *stack);
   const auto& arguments = op.schema().arguments();
   const auto inputs = torch::jit::last(*stack, arguments.size());
-  const std::string op_name = short_name(op);
+  const std::string& qualified = op.schema().name();
+  const std::string op_name = qualified.substr(qualified.find("::") + 2);  // without the build's namespace
   std::vector<at::Tensor> written;
   for (size_t i = 0; i < arguments.size(); ++i) {
+    TORCH_CHECK(!has_forward_tangent(inputs[i]), op_name, " has no forward-mode derivative, but its argument '",
+                arguments[i].name(), "' carries a forward-mode tangent (torch.func.jvp, jacfwd or hessian, or ",
+                "torch.autograd.forward_ad): use the out-of-place op");
     TORCH_CHECK(!at::GradMode::is_enabled() || !requires_grad(inputs[i]), op_name, " writes in place and has",
                 " no derivative, but its argument '", arguments[i].name(), "' requires grad: call it under",
                 " torch.no_grad(), on detached tensors, or use the out-of-place op");

@@ -108,13 +108,17 @@ def _saved_inputs(ctx) -> list:
     return inputs
 
 
+def _schedule_not_differentiable(name):
+    return RuntimeError(f"{name} is differentiable in model_output, sample and noise, not in schedule: "
+                        "pass schedule.detach()")
+
+
 def _step_gradients(ctx, grad, name, formula, valid, model_output, sample, noise, positions):
     """(grad model_output, grad sample, grad noise) of <grad, formula(model_output, sample, noise)>, NaN in
     the rows where `valid` (a scalar or one per row) is false. positions: those inputs' and the schedule's
     places in the op's arguments."""
     if ctx.needs_input_grad[positions[3]]:
-        raise RuntimeError(f"{name} is differentiable in model_output, sample and noise, not in schedule: "
-                           "pass schedule.detach()")
+        raise _schedule_not_differentiable(name)
     z = torch.zeros_like(sample) if noise is None else noise
     needs = [ctx.needs_input_grad[i] for i in positions[:3]]
     grads = vjp_by_autograd(formula, (model_output, sample, z), needs, grad)
@@ -123,45 +127,50 @@ def _step_gradients(ctx, grad, name, formula, valid, model_output, sample, noise
     return [None if g is None else torch.where(valid.to(g.device), g, float("nan")) for g in grads]
 
 
-def _ddpm_step_backward(ctx, grad):
-    m, t, x, schedule, noise, *options = _saved_inputs(ctx)
+def _ddpm_formula(t, schedule, options):
+    """(formula(m, x, z): the reference's step with valid timesteps, valid) for a ddpm_step call."""
     valid = (t >= 0) & (t < schedule.shape[0])
     t = torch.where(valid, t, 0)
-    formula = lambda m, x, z: load_reference().ddpm_step(m, t, x, schedule, z, *options)  # noqa: E731
+    return (lambda m, x, z: load_reference().ddpm_step(m, t, x, schedule, z, *options)), valid
+
+
+def _ddim_formula(t, t_prev, schedule, eta, options):
+    """(formula(m, x, z), valid) for a ddim_step call, as _ddpm_formula."""
+    valid = (t >= 0) & (t < schedule.shape[0]) & (t_prev >= -1) & (t_prev < t)
+    t, t_prev = torch.where(valid, t, 0), torch.where(valid, t_prev, -1)
+    return (lambda m, x, z: load_reference().ddim_step(m, t, t_prev, x, schedule, eta, z, *options)), valid
+
+
+def _ddpm_step_backward(ctx, grad):
+    m, t, x, schedule, noise, *options = _saved_inputs(ctx)
+    formula, valid = _ddpm_formula(t, schedule, options)
     g_m, g_x, g_z = _step_gradients(ctx, grad, "ddpm_step", formula, valid, m, x, noise, (0, 2, 4, 3))
     return g_m, None, g_x, None, g_z, None, None, None
 
 
 def _ddim_step_backward(ctx, grad):
     m, t, t_prev, x, schedule, eta, noise, *options = _saved_inputs(ctx)
-    valid = (t >= 0) & (t < schedule.shape[0]) & (t_prev >= -1) & (t_prev < t)
-    t, t_prev = torch.where(valid, t, 0), torch.where(valid, t_prev, -1)
-    formula = lambda m, x, z: load_reference().ddim_step(m, t, t_prev, x, schedule, eta, z, *options)  # noqa: E731
+    formula, valid = _ddim_formula(t, t_prev, schedule, eta, options)
     g_m, g_x, g_z = _step_gradients(ctx, grad, "ddim_step", formula, valid, m, x, noise, (0, 3, 6, 4))
     return g_m, None, None, g_x, None, None, g_z, None, None, None, None, None
 
 
-def _step_forward_formula(name, formula, schedule, sample, noise):
+def _step_derivatives(name, formula, model_output, sample, schedule, noise):
     """Forward mode's derivatives of a step: the reference's formula, the noise (drawn or given) only as
-    zeros, since the step is affine in it: its tangent adds std * tangent, which the formula gives."""
+    zeros, since the step is affine in it: its tangent adds std * tangent, which the formula gives.
+    Rows with an invalid timestep are NaN in the kernel's value already."""
     if (torch.autograd.forward_ad.unpack_dual(schedule).tangent is not None
             or (schedule.requires_grad and torch.is_grad_enabled())):
-        raise RuntimeError(f"{name} is differentiable in model_output, sample and noise, not in schedule: "
-                           "pass schedule.detach()")
-    return formula(torch.zeros_like(sample) if noise is None else noise)
+        raise _schedule_not_differentiable(name)
+    return formula(model_output, sample, torch.zeros_like(sample) if noise is None else noise)
 
 
 def _ddpm_step_forward_formula(value, m, t, x, schedule, noise, *options):
-    t = torch.where((t >= 0) & (t < schedule.shape[0]), t, 0)  # invalid rows are NaN in value already
-    return _step_forward_formula("ddpm_step", lambda z: load_reference().ddpm_step(m, t, x, schedule, z, *options),
-                                 schedule, x, noise)
+    return _step_derivatives("ddpm_step", _ddpm_formula(t, schedule, options)[0], m, x, schedule, noise)
 
 
 def _ddim_step_forward_formula(value, m, t, t_prev, x, schedule, eta, noise, *options):
-    valid = (t >= 0) & (t < schedule.shape[0]) & (t_prev >= -1) & (t_prev < t)
-    t, t_prev = torch.where(valid, t, 0), torch.where(valid, t_prev, -1)
-    formula = lambda z: load_reference().ddim_step(m, t, t_prev, x, schedule, eta, z, *options)  # noqa: E731
-    return _step_forward_formula("ddim_step", formula, schedule, x, noise)
+    return _step_derivatives("ddim_step", _ddim_formula(t, t_prev, schedule, eta, options)[0], m, x, schedule, noise)
 
 
 register_autograd(f"{NAMESPACE}::ddpm_step", _ddpm_step_backward, setup_context=_step_setup,
