@@ -615,7 +615,32 @@ def test_cuda_separable_scores_tails_and_misaligned(dtype, model):
 
 
 @needs_cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("D", [8, 13, 16, 64])
+def test_cuda_chain_tiles_many_blocks_and_tails(D):
+    # The one-launch chains stage a block's rows through shared memory: full-width rows (8, 16, 64)
+    # and narrower ones (13, in the tier of 16); a partial last tile; and, at the larger B, more tiles
+    # than the grid has blocks (kChainBlocksPerSm = 64 per SM), so that blocks take them in turn.
+    # Without noise a chain is gradient descent, the reference's.
+    torch.manual_seed(D)
+    rows_per_block = 64 if D == 64 else 128
+    grid_rows = 64 * torch.cuda.get_device_properties(0).multi_processor_count * rows_per_block
+    mean, precision = torch.randn(D, device="cuda"), spd(D, torch.float32, "cuda")
+    models = {"gaussian": (dict(mean=mean, precision=precision),
+                           lambda y: ref.gaussian_score(y, mean.double(), precision.double())),
+              "double_well": (PARAMS["double_well"], lambda y: ref.SCORES["double_well"](y, **PARAMS["double_well"]))}
+    for B, thin in [(300, 1), (2 * grid_rows + 37, 0)]:
+        x = 0.5 * torch.randn(B, D, device="cuda")
+        for model, (params, score) in models.items():
+            result = ebm.langevin_chain(x, model, 2, 0.02, 0.0, thin=thin, **params)
+            expected = ref.langevin_chain(x.double(), score, 2, 0.02, 0.0, thin=thin)
+            if thin:
+                torch.testing.assert_close(result[1].double(), expected[1], rtol=1e-4, atol=1e-4)
+                result, expected = result[0], expected[0]
+            torch.testing.assert_close(result.double(), expected, rtol=1e-4, atol=1e-4)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("D", [8, 16, 32, 64])
 def test_cuda_row_tiles_many_blocks_and_tails(dtype, D):
     # Rows of 2/4/8 vectors take the tile kernels (one tile of rows per block); B not a multiple

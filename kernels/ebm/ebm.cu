@@ -320,13 +320,14 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
   }
 }
 
-// Float32 rows of exactly 16 on the tensor cores (sm_80+): a warp takes 16 rows at a time and forms
-// Y = d·Psym (16 x 16, d = x − μ) with mma.m16n8k8 in TF32. For float32 accuracy each operand is
-// split into two TF32 parts and three of the four products are summed in float32 (d·P ≈ dₕPₕ + dₕPₗ
-// + dₗPₕ: relative error ~2⁻²¹, against the 2⁻²⁴ of float32 FMAs). Infinite inputs give NaN here
-// (inf − inf in the split), where the FMA kernel may give ±inf. The thread-per-row kernel above
-// issues ~14 warp instructions per row (sm_90 SASS: the transpose, D(D+1)/2 + D FMAs, shared loads
-// of Psym); this one ~8, half of them the TF32 splits.
+// Rows of exactly 16 on the tensor cores (sm_80+; float32, and since session 32 the scores of 16-bit
+// rows, widened to float32, on which the FMA kernel ran at 78% of a copy's speed): a warp takes 16
+// rows at a time and forms Y = d·Psym (16 x 16, d = x − μ) with mma.m16n8k8 in TF32. For float32
+// accuracy each operand is split into two TF32 parts and three of the four products are summed in
+// float32 (d·P ≈ dₕPₕ + dₕPₗ + dₗPₕ: relative error ~2⁻²¹, against the 2⁻²⁴ of float32 FMAs).
+// Infinite inputs give NaN here (inf − inf in the split), where the FMA kernel may give ±inf. The
+// thread-per-row kernel above issues ~14 warp instructions per row (sm_90 SASS: the transpose,
+// D(D+1)/2 + D FMAs, shared loads of Psym); this one ~8, half of them the TF32 splits.
 // H200, B = 2^21, clean L2: energy 40.9 -> 37.2 us (83% -> 90% of the memory floor), score as fast
 // as before (71.0 / 70.4 us); under do_bench both sit where a harmonic energy does (41-42 us).
 // Layout: lane (g, t) = (lane / 4, lane % 4) loads columns 4t..4t+3 of rows g and g + 8 as it
@@ -364,26 +365,55 @@ __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 }
 }  // namespace tc16
 
-// U: 16-row tiles per warp and trip.
-template <bool kScore, int U>
-__global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __restrict__ x,
-                                                             const float* __restrict__ mean,
-                                                             const float* __restrict__ prec, float* __restrict__ out,
+// Four consecutive elements of a row: 16 bytes of float32, 8 of a 16-bit type, loaded as they
+// stand (Raw) and widened to float where the math needs them.
+template <typename T>
+struct Quad {
+  using Raw = std::conditional_t<sizeof(T) == 4, float4, uint2>;
+  template <bool kEvictFirst>
+  __device__ __forceinline__ static Raw load(const T* p) {
+    if constexpr (sizeof(T) == 4) {
+      return load16<float4, kEvictFirst>(p);
+    } else {
+      return kEvictFirst ? __ldcs(reinterpret_cast<const uint2*>(p)) : *reinterpret_cast<const uint2*>(p);
+    }
+  }
+  __device__ __forceinline__ static float4 widen(const Raw& r) {
+    if constexpr (sizeof(T) == 4) {
+      return r;
+    } else {
+      const jk::Vec<T, 4> v = *reinterpret_cast<const jk::Vec<T, 4>*>(&r);
+      return make_float4(static_cast<float>(v.val[0]), static_cast<float>(v.val[1]), static_cast<float>(v.val[2]),
+                         static_cast<float>(v.val[3]));
+    }
+  }
+  __device__ __forceinline__ static void store(T* p, float a, float b, float c, float d) {
+    jk::Vec<T, 4> v;
+    v.val[0] = static_cast<T>(a), v.val[1] = static_cast<T>(b), v.val[2] = static_cast<T>(c), v.val[3] = static_cast<T>(d);
+    *reinterpret_cast<jk::Vec<T, 4>*>(p) = v;
+  }
+};
+
+// T: float32, or a 16-bit type (math in float32 all the same). U: 16-row tiles per warp and trip.
+template <typename T, bool kScore, int U>
+__global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict__ x, const T* __restrict__ mean,
+                                                             const T* __restrict__ prec, T* __restrict__ out,
                                                              int64_t B) {
   using tc16::Split;
+  using Raw = typename Quad<T>::Raw;
   constexpr int kRows = 16 * U;  // rows per warp and trip
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const float4 mu = *reinterpret_cast<const float4*>(mean + 4 * t);
+  const float4 mu = Quad<T>::widen(Quad<T>::template load<false>(mean + 4 * t));
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
   // The rows base + 16u + g + 8h, columns 4t..4t+3 (zeros past B).
-  const auto load_rows = [&](float4 (&v)[U][2], int64_t base) {
+  const auto load_rows = [&](Raw (&v)[U][2], int64_t base) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = base + 16 * u + g + 8 * h;
-        v[u][h] = row < B ? load16<float4, !kScore>(x + row * 16 + 4 * t) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[u][h] = row < B ? Quad<T>::template load<!kScore>(x + row * 16 + 4 * t) : Raw{};
       }
     }
   };
@@ -391,7 +421,7 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __rest
   // trip's math, so a warp always has loads in flight (the first version, without it and with cvt
   // splits, took 45.1 us where the FMA kernel took 40.9, clean L2, H200). Scores load at the top of
   // the trip: their stores keep memory busy meanwhile.
-  float4 next[U][2];
+  Raw next[U][2];
   if constexpr (!kScore) load_rows(next, warp * kRows);
   // Psym fragments: b[s][n][h] = Psym[k_column(s, t + 4h)][n_column(n, g)], split hi/lo
   // (set up while the first rows load).
@@ -403,12 +433,12 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __rest
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int i = tc16::k_column(s, t + 4 * h), j = tc16::n_column(n, g);
-        b[s][n][h] = Split(0.5f * (prec[i * 16 + j] + prec[j * 16 + i]));
+        b[s][n][h] = Split(0.5f * (static_cast<float>(prec[i * 16 + j]) + static_cast<float>(prec[j * 16 + i])));
       }
     }
   }
   for (int64_t base = warp * kRows; base < B; base += stride) {
-    float4 v[U][2];
+    Raw v[U][2];
     if constexpr (kScore) {
       load_rows(v, base);
     } else {
@@ -421,10 +451,11 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __rest
       float d[2][4];  // d[h][c] = (x − μ) at row g + 8h, column 4t + c
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        d[h][0] = v[u][h].x - mu.x;
-        d[h][1] = v[u][h].y - mu.y;
-        d[h][2] = v[u][h].z - mu.z;
-        d[h][3] = v[u][h].w - mu.w;
+        const float4 xh = Quad<T>::widen(v[u][h]);
+        d[h][0] = xh.x - mu.x;
+        d[h][1] = xh.y - mu.y;
+        d[h][2] = xh.z - mu.z;
+        d[h][3] = xh.w - mu.w;
       }
       float y[2][4] = {};  // y[n] = accumulators of n-tile n: (g, 4t+2n), (g, 4t+2n+1), (g+8, ...), (g+8, ...)
 #pragma unroll
@@ -442,10 +473,7 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __rest
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t row = base + 16 * u + g + 8 * h;
-          if (row < B) {
-            *reinterpret_cast<float4*>(out + row * 16 + 4 * t) =
-                make_float4(-y[0][2 * h], -y[0][2 * h + 1], -y[1][2 * h], -y[1][2 * h + 1]);
-          }
+          if (row < B) Quad<T>::store(out + row * 16 + 4 * t, -y[0][2 * h], -y[0][2 * h + 1], -y[1][2 * h], -y[1][2 * h + 1]);
         }
       } else {
         float e[2];
@@ -457,29 +485,37 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const float* __rest
         }
         // Lane t = 0 stores row g, lane t = 1 row g + 8.
         const int64_t row = base + 16 * u + g + 8 * t;
-        if (t < 2 && row < B) out[row] = 0.5f * (t == 0 ? e[0] : e[1]);
+        if (t < 2 && row < B) out[row] = static_cast<T>(0.5f * (t == 0 ? e[0] : e[1]));
       }
     }
   }
 }
 
-// True when it launched (float32, D = 16, 16-byte aligned x, mean and score, a build with sm_80
-// code). Rows per warp and trip: 2 tiles of 16 for energies (their pipeline holds two sets, and 4
-// measured no faster: 37.8 against 37.2 us, clean L2, H200), 4 for scores.
+// True when it launched (D = 16, 16-byte aligned x, mean and score, a build with sm_80 code). Rows
+// per warp and trip, for float32: 2 tiles of 16 for energies (their pipeline holds two sets, and 4
+// measured no faster: 37.8 against 37.2 us, clean L2, H200), 4 for scores. 16-bit scores take 8
+// tiles, for the same bytes in flight; 16-bit energies stay on the FMA kernel, which is quicker for
+// them (bfloat16, B = 2^21: 30.9 against 36.5 us here, H200).
+template <typename T>
 bool launch_gaussian16_mma(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& mean,
                            const jk::CudaTensor& prec, const jk::CudaTensor& out, bool score) {
-  constexpr int kEnergyTiles = 2, kScoreTiles = 4, kThreads = 256;
-  // A build for archs before sm_80 alone compiles the mma out.
-  if (jk::ptx_version(launch, gaussian16_mma_kernel<true, kScoreTiles>) < 80 ||
-      !jk::aligned16(x.const_data_ptr()) || !jk::aligned16(mean.const_data_ptr()) ||
-      (score && !jk::aligned16(out.mutable_data_ptr()))) {
+  constexpr bool kFloat = sizeof(T) == 4;
+  constexpr int kEnergyTiles = 2, kScoreTiles = kFloat ? 4 : 8, kThreads = 256;
+  auto kernel = gaussian16_mma_kernel<T, true, kScoreTiles>;
+  if constexpr (kFloat) {
+    if (!score) kernel = gaussian16_mma_kernel<T, false, kEnergyTiles>;
+  } else if (!score) {
     return false;
   }
-  const auto kernel = score ? gaussian16_mma_kernel<true, kScoreTiles> : gaussian16_mma_kernel<false, kEnergyTiles>;
+  // A build for archs before sm_80 alone compiles the mma out.
+  if (jk::ptx_version(launch, kernel) < 80 || !jk::aligned16(x.const_data_ptr()) ||
+      !jk::aligned16(mean.const_data_ptr()) || (score && !jk::aligned16(out.mutable_data_ptr()))) {
+    return false;
+  }
   const int64_t B = x.size(0), rows_per_block = (kThreads / 32) * 16 * (score ? kScoreTiles : kEnergyTiles);
   const int64_t blocks = resident_grid(launch, kernel, kThreads, (B + rows_per_block - 1) / rows_per_block);
-  kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<float>(), mean.const_data_ptr<float>(),
-                                                 prec.const_data_ptr<float>(), out.mutable_data_ptr<float>(), B);
+  kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<T>(), mean.const_data_ptr<T>(),
+                                                 prec.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B);
   JK_CUDA_LAUNCH_CHECK(launch);
   return true;
 }
@@ -503,8 +539,8 @@ void gaussian_rows_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const j
   jk::dispatch_float(x.scalar_type(), [&](auto zero) {
     using T = decltype(zero);
     constexpr int kV = 16 / sizeof(T);
-    if constexpr (std::is_same_v<T, float>) {
-      if (D == 16 && launch_gaussian16_mma(launch, x, mean, prec, out, score)) return;
+    if constexpr (!std::is_same_v<T, double>) {
+      if (D == 16 && launch_gaussian16_mma<T>(launch, x, mean, prec, out, score)) return;
     }
     const auto tile = [&](auto groups) {
       constexpr int G = decltype(groups)::value;

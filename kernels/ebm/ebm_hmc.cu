@@ -86,7 +86,7 @@ void hmc_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::C
     with_chain_model<T>(spec, [&](auto m) {
       with_tier<kMax>(D, [&](auto tier) {
         constexpr int kD = decltype(tier)::value;
-        const int64_t blocks = grid_size(launch, B, kTileRows<kD>, 16);
+        const int64_t blocks = grid_size(launch, B, kTileRows<kD>, kChainBlocksPerSm);
         hmc_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, launch.stream>>>(
             x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), accept_rate.mutable_data_ptr<T>(),
             traj.mutable_data_ptr<T>(), B, int(D), m, mean.const_data_ptr<T>(), precision.const_data_ptr<T>(), n_steps,

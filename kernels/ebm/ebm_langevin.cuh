@@ -64,7 +64,7 @@ void launch_langevin_chain(jk::CudaLaunch& launch, const jk::CudaTensor& x, cons
   with_chain_model<T>(spec, [&](auto m) {
     with_tier<kMax>(D, [&](auto tier) {
       constexpr int kD = decltype(tier)::value;
-      const int64_t blocks = grid_size(launch, B, kTileRows<kD>, 16);
+      const int64_t blocks = grid_size(launch, B, kTileRows<kD>, kChainBlocksPerSm);
       langevin_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, launch.stream>>>(
           x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, int(D), m,
           mean.const_data_ptr<T>(), precision.const_data_ptr<T>(), n_steps, upd, thin, philox);

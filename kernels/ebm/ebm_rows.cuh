@@ -84,6 +84,12 @@ void with_tier(int64_t D, F&& f) {
   with_tier_from<8, kMax>(D, f);
 }
 
+// The chains' grid: at most this many blocks per SM, each taking its tiles in turn (about two at
+// B = 2^21, D = 16). Many blocks, which the GPU starts as others finish, beat one resident wave by
+// 3-12% at 32 steps and 8-13% at 1 step, and the 16 per SM of before by 2-4% and 3-7% (H200,
+// session 32: benchmarks/results/session32/call4).
+constexpr int kChainBlocksPerSm = 64;
+
 // Rows per block (one per thread) of the whole-row kernels: the widest tier takes half as many
 // so that its tile and Psym fit the 48 KB of static shared memory.
 template <int kD>
@@ -105,10 +111,20 @@ struct Tile {
   __device__ __forceinline__ void load(A (&x)[kD], const T* __restrict__ src, int64_t r0, int rows, int D) {
     const T* base = src + r0 * D;
     const int n = rows * D;
+    // Every load is issued before the first shared store. With each load and its store in one guarded
+    // step, the kD loads waited out the memory latency one after another, and a chain's loads and
+    // stores took 3.4x the time of a copy (B = 2^21, D = 16: 295 us for one step, 63 of them the step).
+    T staged[kD];
 #pragma unroll
-    for (int k = 0; k < kD; ++k) {
-      const int e = k * R + threadIdx.x;
-      if (e < n) v[at(e, D)] = static_cast<A>(base[e]);
+    for (int k = 0; k < kD; ++k) staged[k] = k * R + int(threadIdx.x) < n ? base[k * R + threadIdx.x] : T(0);
+    if (D == kD) {  // element k·R + t sits at slot k·(R + R/kD) + t + t/kD (kD divides R)
+      const int first = threadIdx.x + threadIdx.x / kD;
+#pragma unroll
+      for (int k = 0; k < kD; ++k) v[first + k * (R + R / kD)] = static_cast<A>(staged[k]);  // zeros past the rows
+    } else {
+#pragma unroll
+      for (int k = 0; k < kD; ++k)
+        if (k * R + int(threadIdx.x) < n) v[at(k * R + threadIdx.x, D)] = static_cast<A>(staged[k]);
     }
     __syncthreads();
 #pragma unroll
