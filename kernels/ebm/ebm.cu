@@ -369,6 +369,7 @@ __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 // stand (Raw) and widened to float where the math needs them.
 template <typename T>
 struct Quad {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "float32 or a 16-bit type");
   using Raw = std::conditional_t<sizeof(T) == 4, float4, uint2>;
   template <bool kEvictFirst>
   __device__ __forceinline__ static Raw load(const T* p) {
@@ -388,8 +389,10 @@ struct Quad {
     }
   }
   __device__ __forceinline__ static void store(T* p, float a, float b, float c, float d) {
+    const float f[4] = {a, b, c, d};
     jk::Vec<T, 4> v;
-    v.val[0] = static_cast<T>(a), v.val[1] = static_cast<T>(b), v.val[2] = static_cast<T>(c), v.val[3] = static_cast<T>(d);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v.val[k] = static_cast<T>(f[k]);
     *reinterpret_cast<jk::Vec<T, 4>*>(p) = v;
   }
 };
@@ -473,7 +476,8 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t row = base + 16 * u + g + 8 * h;
-          if (row < B) Quad<T>::store(out + row * 16 + 4 * t, -y[0][2 * h], -y[0][2 * h + 1], -y[1][2 * h], -y[1][2 * h + 1]);
+          if (row < B)
+            Quad<T>::store(out + row * 16 + 4 * t, -y[0][2 * h], -y[0][2 * h + 1], -y[1][2 * h], -y[1][2 * h + 1]);
         }
       } else {
         float e[2];
@@ -494,8 +498,8 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict
 // True when it launched (D = 16, 16-byte aligned x, mean and score, a build with sm_80 code). Rows
 // per warp and trip, for float32: 2 tiles of 16 for energies (their pipeline holds two sets, and 4
 // measured no faster: 37.8 against 37.2 us, clean L2, H200), 4 for scores. 16-bit scores take 8
-// tiles, for the same bytes in flight; 16-bit energies stay on the FMA kernel, which is quicker for
-// them (bfloat16, B = 2^21: 30.9 against 36.5 us here, H200).
+// tiles, for the same bytes in flight. 16-bit energies stay on the FMA kernel, which is quicker for
+// them (bfloat16, B = 2^21, H200: 30.9 us there, 36.5 here).
 template <typename T>
 bool launch_gaussian16_mma(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& mean,
                            const jk::CudaTensor& prec, const jk::CudaTensor& out, bool score) {

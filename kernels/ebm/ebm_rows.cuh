@@ -85,9 +85,9 @@ void with_tier(int64_t D, F&& f) {
 }
 
 // The chains' grid: at most this many blocks per SM, each taking its tiles in turn (about two at
-// B = 2^21, D = 16). Many blocks, which the GPU starts as others finish, beat one resident wave by
-// 3-12% at 32 steps and 8-13% at 1 step, and the 16 per SM of before by 2-4% and 3-7% (H200,
-// session 32: benchmarks/results/session32/call4).
+// B = 2^21, D = 16). Many blocks, which the GPU starts as others finish, took 3-12% less time than
+// one resident wave at 32 steps and up to 12% at 1 step, and 2-4% and up to 7% less than the 16 per
+// SM of before (H200, session 32: benchmarks/results/session32/call4).
 constexpr int kChainBlocksPerSm = 64;
 
 // Rows per block (one per thread) of the whole-row kernels: the widest tier takes half as many
