@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
 #pragma unroll
       for (int u = 0; u < G; ++u) {
         const int64_t row = base + (k * G + u) * kRpw + g;
-        c[k][u] = row < B ? load16<uint4, !kScore>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
+        c[k][u] = row < B ? load_vector<uint4, !kScore>(x + row * D + l * V) : make_uint4(0, 0, 0, 0);
       }
     }
   };
@@ -373,11 +373,7 @@ struct Quad {
   using Raw = std::conditional_t<sizeof(T) == 4, float4, uint2>;
   template <bool kEvictFirst>
   __device__ __forceinline__ static Raw load(const T* p) {
-    if constexpr (sizeof(T) == 4) {
-      return load16<float4, kEvictFirst>(p);
-    } else {
-      return kEvictFirst ? __ldcs(reinterpret_cast<const uint2*>(p)) : *reinterpret_cast<const uint2*>(p);
-    }
+    return load_vector<Raw, kEvictFirst>(p);
   }
   __device__ __forceinline__ static float4 widen(const Raw& r) {
     if constexpr (sizeof(T) == 4) {

@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(256) local_tile_kernel(const T* __restrict__ x
     for (int u = 0; u < U; ++u) {
       const int64_t row = base + u * kRpw + g;
       if (row < B) {
-        v[u] = load16<Vec, !kScore>(x + row * D + l * V);
+        v[u] = load_vector<Vec, !kScore>(x + row * D + l * V);
       } else {
 #pragma unroll
         for (int j = 0; j < V; ++j) v[u].val[j] = T(0);

@@ -34,14 +34,15 @@ int64_t resident_grid(const jk::CudaLaunch& launch, Kernel kernel, int threads, 
   return std::max<int64_t>(1, std::min<int64_t>(want, wave));
 }
 
-// 16-byte loads of x. Energies read x with ld.global.cs (evict-first: x is read once, so its lines
-// should be the first to leave L2); scores use plain loads and stores, which measured faster for
-// them on the H200 (session-6 A/B, benchmarks/results/session6/ebm_ab.log), while the energies
+// 16-byte (or 8-byte) loads of x. Energies read x with ld.global.cs (evict-first: x is read once, so
+// its lines should be the first to leave L2); scores use plain loads and stores, which measured faster
+// for them on the H200 (session-6 A/B, benchmarks/results/session6/ebm_ab.log), while the energies
 // lost time without the hint.
 template <typename V, bool kEvictFirst>
-__device__ __forceinline__ V load16(const void* p) {
-  static_assert(sizeof(V) == sizeof(uint4), "16-byte vectors");
-  const uint4 u = kEvictFirst ? __ldcs(reinterpret_cast<const uint4*>(p)) : *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ V load_vector(const void* p) {
+  static_assert(sizeof(V) == sizeof(uint4) || sizeof(V) == sizeof(uint2), "16- or 8-byte vectors");
+  using U = std::conditional_t<sizeof(V) == sizeof(uint4), uint4, uint2>;
+  const U u = kEvictFirst ? __ldcs(reinterpret_cast<const U*>(p)) : *reinterpret_cast<const U*>(p);
   return *reinterpret_cast<const V*>(&u);
 }
 
