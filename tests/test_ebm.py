@@ -640,6 +640,28 @@ def test_cuda_chain_tiles_many_blocks_and_tails(D):
 
 
 @needs_cuda
+def test_cuda_gaussian16_chain_on_tensor_cores_matches_thread_per_row():
+    # The Gaussian chain at D = 16, float32, runs on the tensor cores with 1, 2 or 4 tiles of 16 rows per
+    # warp by B (ebm_langevin.cu); a misaligned x takes the thread-per-row kernel. Both draw the same
+    # noise: with P = 0 they agree bit for bit, with a real P to float32 rounding (TF32-split products).
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    mean, precision = torch.randn(16, device="cuda"), spd(16, torch.float32, "cuda")
+    for B in [100, 2 * 16 * 8 * sms + 5, 4 * 16 * 8 * sms + 5]:
+        x = torch.randn(B, 16, device="cuda")
+        misaligned = torch.empty(B * 16 + 1, device="cuda")[1:].view(B, 16).copy_(x)
+        for p, exact in [(torch.zeros_like(precision), True), (precision, False)]:
+            runs = []
+            for rows in (x, misaligned):
+                torch.manual_seed(3)
+                runs.append(ebm.langevin_chain(rows, "gaussian", 7, 0.05, thin=3, clamp=2.5, mean=mean, precision=p))
+            for ours, theirs in zip(*runs):  # the final state, then the trajectory
+                if exact:
+                    assert torch.equal(ours, theirs)
+                else:
+                    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+@needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("D", [8, 16, 32, 64])
 def test_cuda_row_tiles_many_blocks_and_tails(dtype, D):

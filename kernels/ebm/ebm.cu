@@ -16,8 +16,8 @@
 //   registers. ½(P + Pᵀ) sits in shared memory, read with warp-uniform addresses (broadcast).
 // - langevin_step: each thread takes 4 consecutive elements = one Philox call (4 normals by
 //   Box-Muller) and 16-byte loads of x and grad: memory-bound.
-// - Chains: one launch for the whole chain; per step and element D FMAs (Gaussian) + 1/4
-//   Philox call, no memory traffic between steps. Random numbers: subsequence = row,
+// - Chains: one launch for the whole chain; per step and element D FMAs (Gaussian; at D = 16 in
+//   float32 on the tensor cores instead, ebm_langevin.cu) + 1/4 Philox call, no memory traffic between steps. Random numbers: subsequence = row,
 //   counter = offset/4 + step-local index, so every (row, step, element) has its own draw and
 //   the chain reserves exactly n_steps·ceil(D/4)·4 draws per row (HMC: + 4 per step).
 // - Files: the local models' kernels are in ebm_local.cu, the chain kernels in ebm_langevin.cu (float32;
@@ -33,6 +33,7 @@
 #include "cuda_launch.cuh"
 #include "dependent_launch.cuh"  // jk::ptx_version
 #include "ebm.h"
+#include "ebm_mma.cuh"
 #include "ebm_rows.cuh"
 #include "elementwise_kernel.cuh"  // jk::Vec, jk::aligned16
 #include "philox_cuda.cuh"
@@ -322,48 +323,13 @@ __global__ void __launch_bounds__(256) gaussian_tile_kernel(const T* __restrict_
 
 // Rows of exactly 16 on the tensor cores (sm_80+; float32, and since session 32 the scores of 16-bit
 // rows, widened to float32, on which the FMA kernel ran at 78% of a copy's speed): a warp takes 16
-// rows at a time and forms Y = d·Psym (16 x 16, d = x − μ) with mma.m16n8k8 in TF32. For float32
-// accuracy each operand is split into two TF32 parts and three of the four products are summed in
-// float32 (d·P ≈ dₕPₕ + dₕPₗ + dₗPₕ: relative error ~2⁻²¹, against the 2⁻²⁴ of float32 FMAs).
-// Infinite inputs give NaN here (inf − inf in the split), where the FMA kernel may give ±inf. The
+// rows at a time and forms Y = d·Psym (d = x − μ) by ebm_mma.cuh (TF32 pieces, layout). The
 // thread-per-row kernel above issues ~14 warp instructions per row (sm_90 SASS: the transpose,
 // D(D+1)/2 + D FMAs, shared loads of Psym); this one ~8, half of them the TF32 splits.
 // H200, B = 2^21, clean L2: energy 40.9 -> 37.2 us (83% -> 90% of the memory floor), score as fast
 // as before (71.0 / 70.4 us); under do_bench both sit where a harmonic energy does (41-42 us).
-// Layout: lane (g, t) = (lane / 4, lane % 4) loads columns 4t..4t+3 of rows g and g + 8 as it
-// stands in memory (16-byte loads, 512 contiguous bytes a warp instruction). The mma's k and n
-// indices are permuted so that this is already its A fragment and so that its accumulators hold
-// Y at the same columns: k-step s reads columns 4t + 2s and 4t + 2s + 1, n-tile n writes
-// columns 4t + 2n and 4t + 2n + 1. Psym's fragments (permuted the same way, split hi/lo) sit in
-// 16 registers for the whole kernel. Energy: ½ Σ dⱼYⱼ over the lane's 4 columns, summed over the
-// 4 lanes of a row; score: −Y, stored as x was loaded.
-namespace tc16 {
-// Logical column c (0..7) of k-step s / n-tile n -> column of the row in memory.
-__host__ __device__ constexpr int k_column(int s, int c) { return 4 * (c & 3) + 2 * s + (c >> 2); }
-__host__ __device__ constexpr int n_column(int n, int c) { return 4 * (c >> 1) + 2 * n + (c & 1); }
-
-// v ≈ hi + lo, both TF32 (the top 19 bits of a float32): hi is v rounded to TF32 (half away from
-// zero, by integer ops rather than cvt.rna.tf32, a conversion-unit instruction), lo the exact rest,
-// truncated to TF32 (|error| < 2⁻²¹|v|).
-struct Split {
-  uint32_t hi, lo;
-  __device__ __forceinline__ explicit Split(float v)
-      : hi((jk::same_bits<uint32_t>(v) + 0x1000u) & 0xffffe000u),
-        lo(jk::same_bits<uint32_t>(v - jk::same_bits<float>(hi)) & 0xffffe000u) {}
-  Split() = default;
-};
-
-// c += a·b for one 16x8x8 step.
-__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-}  // namespace tc16
+// Energy: ½ Σ dⱼYⱼ over the lane's 4 columns, summed over the 4 lanes of a row; score: −Y, stored as
+// x was loaded.
 
 // Four consecutive elements of a row: 16 bytes of float32, 8 of a 16-bit type, loaded as they
 // stand (Raw) and widened to float where the math needs them.
@@ -398,7 +364,6 @@ template <typename T, bool kScore, int U>
 __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict__ x, const T* __restrict__ mean,
                                                              const T* __restrict__ prec, T* __restrict__ out,
                                                              int64_t B) {
-  using tc16::Split;
   using Raw = typename Quad<T>::Raw;
   constexpr int kRows = 16 * U;  // rows per warp and trip
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -422,20 +387,7 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict
   // the trip: their stores keep memory busy meanwhile.
   Raw next[U][2];
   if constexpr (!kScore) load_rows(next, warp * kRows);
-  // Psym fragments: b[s][n][h] = Psym[k_column(s, t + 4h)][n_column(n, g)], split hi/lo
-  // (set up while the first rows load).
-  Split b[2][2][2];
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = tc16::k_column(s, t + 4 * h), j = tc16::n_column(n, g);
-        b[s][n][h] = Split(0.5f * (static_cast<float>(prec[i * 16 + j]) + static_cast<float>(prec[j * 16 + i])));
-      }
-    }
-  }
+  const tc16::PsymFragments psym(prec, g, t);  // set up while the first rows load
   for (int64_t base = warp * kRows; base < B; base += stride) {
     Raw v[U][2];
     if constexpr (kScore) {
@@ -456,18 +408,8 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict
         d[h][2] = xh.z - mu.z;
         d[h][3] = xh.w - mu.w;
       }
-      float y[2][4] = {};  // y[n] = accumulators of n-tile n: (g, 4t+2n), (g, 4t+2n+1), (g+8, ...), (g+8, ...)
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        // A fragment of k-step s: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4) = columns 4t + 2s, 4t + 2s + 1
-        const Split a0(d[0][2 * s]), a1(d[1][2 * s]), a2(d[0][2 * s + 1]), a3(d[1][2 * s + 1]);
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          tc16::mma(y[n], a0.lo, a1.lo, a2.lo, a3.lo, b[s][n][0].hi, b[s][n][1].hi);
-          tc16::mma(y[n], a0.hi, a1.hi, a2.hi, a3.hi, b[s][n][0].lo, b[s][n][1].lo);
-          tc16::mma(y[n], a0.hi, a1.hi, a2.hi, a3.hi, b[s][n][0].hi, b[s][n][1].hi);
-        }
-      }
+      float y[2][4];  // y[n]: n-tile n's accumulators (g, 4t+2n), (g, 4t+2n+1), (g+8, ...), (g+8, ...)
+      tc16::psym_product(d, psym, y);
       if constexpr (kScore) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {

@@ -1,15 +1,125 @@
 // Family `ebm`, CUDA: langevin_chain's launcher, and its float32 kernels (ebm_langevin.cuh; the float64
-// ones are in ebm_langevin_f64.cu).
+// ones are in ebm_langevin_f64.cu; the Gaussian's at D = 16 below).
+#include "dependent_launch.cuh"  // jk::ptx_version
 #include "ebm_langevin.cuh"
+#include "ebm_mma.cuh"
+#include "elementwise_kernel.cuh"  // jk::aligned16
 
 namespace ebm {
 
-extern template void launch_langevin_chain<double>(jk::CudaLaunch& launch, const jk::CudaTensor& x,
-                                                   const jk::CudaTensor& out, const jk::CudaTensor& traj,
-                                                   const ModelSpec& spec, const jk::CudaTensor& mean,
-                                                   const jk::CudaTensor& precision, int64_t n_steps,
-                                                   const LangevinUpdate<double>& u, int64_t thin,
-                                                   const at::PhiloxCudaState& philox);  // ebm_langevin_f64.cu
+// The Gaussian chain for rows of exactly 16 float32 values on the tensor cores: a warp holds U tiles of
+// 16 rows in the layout of ebm_mma.cuh (lane (g, t): columns 4t..4t+3 of rows g and g + 8) for the whole
+// chain and forms each step's gradient Psym·(x − μ) with TF32-split products; its four columns are one
+// Philox call of the row, so the draws are langevin_chain_kernel's (subsequence = row, counter =
+// offset/4 + 4·step + t). No shared memory: rows go from memory to registers and back with 16-byte
+// accesses. Against the thread-per-row kernel (Psym·x by FMAs, a shared-memory tile in and out), H200,
+// session 33: one step at B = 2^21 156.7 -> 81.6 us, 32 steps 2065 -> 1886; 100 steps at B = 65536
+// 240.6 -> 204, at B = 4096 140.9 -> 47.7 (benchmarks/results/session33, calls 4-5).
+constexpr int kGaussian16Threads = 128;
+template <int U>
+__global__ void __launch_bounds__(kGaussian16Threads) gaussian16_langevin_kernel(const float* __restrict__ x_in,
+                                                                  float* __restrict__ x_out, float* __restrict__ traj,
+                                                                  int64_t B, const float* __restrict__ mean,
+                                                                  const float* __restrict__ prec, int64_t n_steps,
+                                                                  LangevinUpdate<float> upd, int64_t thin,
+                                                                  at::PhiloxCudaState state) {
+  constexpr int kRows = 16 * U;  // rows per warp and trip
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float4 mu = reinterpret_cast<const float4*>(mean)[t];
+  const jk::PhiloxSeed seed = jk::unpack_philox(state);
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
+  const tc16::PsymFragments psym(prec, g, t);
+  // x[u][h]: row base + 16u + g + 8h, columns 4t..4t+3; rows past B hold zeros and are never stored.
+  const auto store_rows = [&](const float4 (&x)[U][2], float* dst, int64_t base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = base + 16 * u + g + 8 * h;
+        if (row < B) reinterpret_cast<float4*>(dst + row * 16)[t] = x[u][h];
+      }
+    }
+  };
+  for (int64_t base = warp * kRows; base < B; base += stride) {
+    float4 x[U][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = base + 16 * u + g + 8 * h;
+        x[u][h] = row < B ? reinterpret_cast<const float4*>(x_in + row * 16)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    int64_t until_save = thin, saved = 0;
+    for (int64_t step = 0; step < n_steps; ++step) {
+      const uint64_t counter = seed.offset / 4 + static_cast<uint64_t>(step) * 4 + t;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float d[2][4], y[2][4];  // y: the gradient at the lane's columns (ebm_mma.cuh)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          d[h][0] = x[u][h].x - mu.x;
+          d[h][1] = x[u][h].y - mu.y;
+          d[h][2] = x[u][h].z - mu.z;
+          d[h][3] = x[u][h].w - mu.w;
+        }
+        tc16::psym_product(d, psym, y);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const jk::Float4 z = jk::normal4(seed.seed, counter, base + 16 * u + g + 8 * h);
+          x[u][h] = make_float4(upd(x[u][h].x, y[0][2 * h], z.x), upd(x[u][h].y, y[0][2 * h + 1], z.y),
+                                upd(x[u][h].z, y[1][2 * h], z.z), upd(x[u][h].w, y[1][2 * h + 1], z.w));
+        }
+      }
+      if (thin > 0 && --until_save == 0) {
+        store_rows(x, traj + saved++ * B * 16, base);
+        until_save = thin;
+      }
+    }
+    store_rows(x, x_out, base);
+  }
+}
+
+template <int U>
+void launch_gaussian16_langevin_tiles(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                                      const jk::CudaTensor& traj, const jk::CudaTensor& mean,
+                                      const jk::CudaTensor& precision, int64_t n_steps,
+                                      const LangevinUpdate<float>& upd, int64_t thin,
+                                      const at::PhiloxCudaState& philox) {
+  const auto kernel = gaussian16_langevin_kernel<U>;
+  const int64_t B = x.size(0), rows_per_block = (kGaussian16Threads / 32) * 16 * U;
+  const int64_t blocks =
+      resident_grid(launch, kernel, kGaussian16Threads, (B + rows_per_block - 1) / rows_per_block);
+  kernel<<<blocks, kGaussian16Threads, 0, launch.stream>>>(
+      x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), traj.mutable_data_ptr<float>(), B,
+      mean.const_data_ptr<float>(), precision.const_data_ptr<float>(), n_steps, upd, thin, philox);
+  JK_CUDA_LAUNCH_CHECK(launch);
+}
+
+// True when it launched: the Gaussian, D = 16, float32, 16-byte aligned x, out and mean (traj comes from
+// at::empty), a build with sm_80 code. Tiles per warp: as many as leave the grid at least 8 warps per SM
+// (4 of them at B = 2^21).
+bool launch_gaussian16_langevin(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                                const jk::CudaTensor& traj, const ModelSpec& spec, const jk::CudaTensor& mean,
+                                const jk::CudaTensor& precision, int64_t n_steps, const LangevinUpdate<double>& u,
+                                int64_t thin, const at::PhiloxCudaState& philox) {
+  if (spec.kind != Model::Gaussian || x.size(1) != 16 || x.scalar_type() != jk::DType::f32 ||
+      !jk::aligned16(x.const_data_ptr()) || !jk::aligned16(out.const_data_ptr()) ||
+      !jk::aligned16(mean.const_data_ptr()) || jk::ptx_version(launch, gaussian16_langevin_kernel<1>) < 80) {
+    return false;
+  }
+  const LangevinUpdate<float> upd{float(u.a), float(u.tau), float(u.lo), float(u.hi), u.clamp};
+  const int64_t rows_for_8_warps_per_sm = int64_t{16} * 8 * launch.multiprocessors, B = x.size(0);
+  if (B >= 4 * rows_for_8_warps_per_sm) {
+    launch_gaussian16_langevin_tiles<4>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox);
+  } else if (B >= 2 * rows_for_8_warps_per_sm) {
+    launch_gaussian16_langevin_tiles<2>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox);
+  } else {
+    launch_gaussian16_langevin_tiles<1>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox);
+  }
+  return true;
+}
 
 void langevin_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
                          const jk::CudaTensor& traj, const ModelSpec& spec, const jk::CudaTensor& mean,
@@ -17,6 +127,7 @@ void langevin_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const 
                          int64_t thin) {
   const int64_t D = x.size(1);
   const at::PhiloxCudaState philox = launch.philox(uint64_t(n_steps) * ((D + 3) / 4) * 4);
+  if (launch_gaussian16_langevin(launch, x, out, traj, spec, mean, precision, n_steps, u, thin, philox)) return;
   jk::dispatch_float32_64(x.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
     launch_langevin_chain<scalar_t>(launch, x, out, traj, spec, mean, precision, n_steps, u, thin, philox);

@@ -1,0 +1,83 @@
+// Family `ebm`, CUDA: Y = (x − μ)·Psym for rows of exactly 16 float32 values on the tensor cores (sm_80+),
+// 16 rows per warp; shared by the Gaussian energy and score (ebm.cu) and the Gaussian Langevin chain
+// (ebm_langevin.cu). mma.m16n8k8 in TF32; for float32 accuracy each operand is split into two TF32 parts
+// and three of the four products are summed in float32 (d·P ≈ dₕPₕ + dₕPₗ + dₗPₕ: relative error ~2⁻²¹,
+// against the 2⁻²⁴ of float32 FMAs). Infinite inputs give NaN (inf − inf in the split), where FMA
+// kernels may give ±inf.
+// Layout: lane (g, t) = (lane / 4, lane % 4) holds columns 4t..4t+3 of rows g and g + 8 as they stand
+// in memory (16-byte loads, 512 contiguous bytes a warp instruction). The mma's k and n indices are
+// permuted so that this is already its A fragment and so that its accumulators hold Y at the same
+// columns: k-step s reads columns 4t + 2s and 4t + 2s + 1, n-tile n writes columns 4t + 2n and
+// 4t + 2n + 1. Psym's fragments (permuted the same way, split hi/lo) sit in 16 registers.
+#pragma once
+#include <cstdint>
+
+#include "bits.h"
+
+namespace ebm {
+namespace tc16 {
+// Logical column c (0..7) of k-step s / n-tile n -> column of the row in memory.
+__host__ __device__ constexpr int k_column(int s, int c) { return 4 * (c & 3) + 2 * s + (c >> 2); }
+__host__ __device__ constexpr int n_column(int n, int c) { return 4 * (c >> 1) + 2 * n + (c & 1); }
+
+// v ≈ hi + lo, both TF32 (the top 19 bits of a float32): hi is v rounded to TF32 (half away from
+// zero, by integer ops rather than cvt.rna.tf32, a conversion-unit instruction), lo the exact rest,
+// truncated to TF32 (|error| < 2⁻²¹|v|).
+struct Split {
+  uint32_t hi, lo;
+  __device__ __forceinline__ explicit Split(float v)
+      : hi((jk::same_bits<uint32_t>(v) + 0x1000u) & 0xffffe000u),
+        lo(jk::same_bits<uint32_t>(v - jk::same_bits<float>(hi)) & 0xffffe000u) {}
+  Split() = default;
+};
+
+// c += a·b for one 16x8x8 step.
+__device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+// Lane (g, t)'s fragments of Psym = ½(P + Pᵀ) (16 x 16, row-major P of any float type), split hi/lo:
+// b[s][n][h] = Psym[k_column(s, t + 4h)][n_column(n, g)].
+struct PsymFragments {
+  Split b[2][2][2];
+  template <typename T>
+  __device__ __forceinline__ PsymFragments(const T* __restrict__ prec, int g, int t) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = k_column(s, t + 4 * h), j = n_column(n, g);
+          b[s][n][h] = Split(0.5f * (static_cast<float>(prec[i * 16 + j]) + static_cast<float>(prec[j * 16 + i])));
+        }
+      }
+    }
+  }
+};
+
+// y = d·Psym for 16 rows: d[h][c] = (x − μ) at row g + 8h, column 4t + c (the lane's); y[n] holds n-tile n's
+// accumulators: (g, 4t+2n), (g, 4t+2n+1), (g+8, 4t+2n), (g+8, 4t+2n+1).
+__device__ __forceinline__ void psym_product(const float (&d)[2][4], const PsymFragments& p, float (&y)[2][4]) {
+#pragma unroll
+  for (int n = 0; n < 2; ++n) y[n][0] = y[n][1] = y[n][2] = y[n][3] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    // A fragment of k-step s: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4) = columns 4t + 2s, 4t + 2s + 1
+    const Split a0(d[0][2 * s]), a1(d[1][2 * s]), a2(d[0][2 * s + 1]), a3(d[1][2 * s + 1]);
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      mma(y[n], a0.lo, a1.lo, a2.lo, a3.lo, p.b[s][n][0].hi, p.b[s][n][1].hi);
+      mma(y[n], a0.hi, a1.hi, a2.hi, a3.hi, p.b[s][n][0].lo, p.b[s][n][1].lo);
+      mma(y[n], a0.hi, a1.hi, a2.hi, a3.hi, p.b[s][n][0].hi, p.b[s][n][1].hi);
+    }
+  }
+}
+}  // namespace tc16
+}  // namespace ebm
