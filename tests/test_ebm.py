@@ -662,6 +662,32 @@ def test_cuda_gaussian16_chain_on_tensor_cores_matches_thread_per_row():
 
 
 @needs_cuda
+def test_cuda_gaussian16_hmc_on_tensor_cores_matches_thread_per_row():
+    # hmc_chain for the Gaussian at D = 16, float32, runs on the tensor cores too (ebm_hmc.cu), by B with 1,
+    # 2 or 4 tiles of 16 rows per warp; a misaligned x takes the thread-per-row kernel, with the same draws.
+    # With P = 0 every proposal is accepted and the two agree bit for bit; with a real P, to float32
+    # rounding in every row whose accept decisions match (a decision on the edge may flip: rare).
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    mean, precision = torch.randn(16, device="cuda"), spd(16, torch.float32, "cuda")
+    for B in [100, 2 * 16 * 8 * sms + 5, 4 * 16 * 8 * sms + 5]:
+        x = torch.randn(B, 16, device="cuda")
+        misaligned = torch.empty(B * 16 + 1, device="cuda")[1:].view(B, 16).copy_(x)
+        for p in (torch.zeros_like(precision), precision):
+            runs = []
+            for rows in (x, misaligned):
+                torch.manual_seed(4)
+                runs.append(ebm.hmc_chain(rows, "gaussian", 6, 0.1, 4, thin=2, mean=mean, precision=p))
+            (ours, rate, traj), (theirs, their_rate, their_traj) = runs
+            if not p.any():
+                assert torch.equal(ours, theirs) and torch.equal(traj, their_traj) and bool((rate == 1).all())
+            else:
+                same = rate == their_rate
+                assert same.float().mean() > 0.999 and rate.mean() > 0.5
+                torch.testing.assert_close(ours[same], theirs[same], rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(traj[:, same], their_traj[:, same], rtol=1e-5, atol=1e-5)
+
+
+@needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("D", [8, 16, 32, 64])
 def test_cuda_row_tiles_many_blocks_and_tails(dtype, D):

@@ -1,7 +1,10 @@
 // Family `ebm`, CUDA: hmc_chain, the whole Metropolis-adjusted chain in one launch for the analytic
 // models (design notes in ebm.cu). A file of its own so that it compiles beside ebm.cu and
 // ebm_langevin.cu (ebm_rows.cuh).
+#include "dependent_launch.cuh"  // jk::ptx_version
+#include "ebm_mma.cuh"
 #include "ebm_rows.cuh"
+#include "elementwise_kernel.cuh"  // jk::aligned16
 #include "philox_cuda.cuh"
 
 namespace ebm {
@@ -74,12 +77,152 @@ __global__ void __launch_bounds__(kTileRows<kD>) hmc_chain_kernel(const T* __res
   }
 }
 
+// HMC for the Gaussian at D = 16 in float32 on the tensor cores, as gaussian16_langevin_kernel
+// (ebm_langevin.cu) does Langevin: a warp holds U tiles of 16 rows (lane (g, t): columns 4t..4t+3 of rows
+// g and g + 8) and forms every gradient with split-TF32 mma products. A row's energies are summed over its
+// four lanes. The draws are hmc_chain_kernel's: momenta from Philox call counter + t of the row, the
+// acceptance uniform from call counter + 4. Against hmc_chain_kernel, H200, session 33 (call 8):
+// B = 65536, 100 steps of 10 leapfrog steps 1547.8 -> 956 us; B = 4096 940 -> 196; B = 2^21, 32 steps of
+// 4, 7678 -> 5978.
+constexpr int kGaussian16HmcThreads = 128;
+template <int U>
+__global__ void __launch_bounds__(kGaussian16HmcThreads)
+    gaussian16_hmc_kernel(const float* __restrict__ x_in, float* __restrict__ x_out, float* __restrict__ accept_rate,
+                          float* __restrict__ traj, int64_t B, const float* __restrict__ mean,
+                          const float* __restrict__ prec, int64_t n_steps, float eps, int64_t n_leapfrog,
+                          int64_t thin, at::PhiloxCudaState state) {
+  constexpr int kRows = 16 * U;  // rows per warp and trip
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float4 mu = reinterpret_cast<const float4*>(mean)[t];
+  const jk::PhiloxSeed seed = jk::unpack_philox(state);
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
+  const tc16::PsymFragments psym(prec, g, t);
+  // The Hamiltonian of row g + 8h, summed over its four lanes: ½ Σ dⱼ·gradⱼ + ½ Σ pⱼ².
+  const auto hamiltonian = [&](const float (&d)[2][4], const float4 (&grad)[2], const float4 (&p)[2], float (&H)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float e = d[h][0] * grad[h].x + d[h][1] * grad[h].y + d[h][2] * grad[h].z + d[h][3] * grad[h].w;
+      e += p[h].x * p[h].x + p[h].y * p[h].y + p[h].z * p[h].z + p[h].w * p[h].w;
+      e += __shfl_xor_sync(kFullMask, e, 1);
+      e += __shfl_xor_sync(kFullMask, e, 2);
+      H[h] = 0.5f * e;
+    }
+  };
+  const auto step_by = [](float4& a, float c, const float4& b) {  // a += c·b
+    a = make_float4(a.x + c * b.x, a.y + c * b.y, a.z + c * b.z, a.w + c * b.w);
+  };
+  for (int64_t base = warp * kRows; base < B; base += stride) {
+    float4 x[U][2];  // rows base + 16u + g + 8h, columns 4t..4t+3 (zeros past B, never stored)
+    tc16::load_rows<U>(x, x_in, base, B, g, t);
+    int64_t accepted[U][2] = {}, until_save = thin, saved = 0;
+    for (int64_t step = 0; step < n_steps; ++step) {
+      const uint64_t counter = seed.offset / 4 + static_cast<uint64_t>(step) * 5;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float4 p[2], x0[2] = {x[u][0], x[u][1]}, grad[2];
+        float d[2][4], h0[2], h1[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const jk::Float4 z = jk::normal4(seed.seed, counter + t, base + 16 * u + g + 8 * h);
+          p[h] = make_float4(z.x, z.y, z.z, z.w);
+        }
+        tc16::gaussian_gradient(x[u], mu, psym, d, grad);
+        hamiltonian(d, grad, p, h0);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) step_by(p[h], -0.5f * eps, grad[h]);
+        for (int64_t l = 0; l < n_leapfrog; ++l) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) step_by(x[u][h], eps, p[h]);
+          tc16::gaussian_gradient(x[u], mu, psym, d, grad);
+          const float kick = l + 1 == n_leapfrog ? 0.5f * eps : eps;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) step_by(p[h], -kick, grad[h]);
+        }
+        hamiltonian(d, grad, p, h1);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = base + 16 * u + g + 8 * h;
+          const float uniform = jk::uniform_open0(jk::philox4x32_10(seed.seed, counter + 4, row).x);
+          if (logf(uniform) < h0[h] - h1[h]) {  // false when h1 is NaN or inf: rejected
+            ++accepted[u][h];
+          } else {
+            x[u][h] = x0[h];
+          }
+        }
+      }
+      if (thin > 0 && --until_save == 0) {
+        tc16::store_rows<U>(x, traj + saved++ * B * 16, base, B, g, t);
+        until_save = thin;
+      }
+    }
+    tc16::store_rows<U>(x, x_out, base, B, g, t);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = base + 16 * u + g + 8 * h;
+        if (t == 0 && row < B)
+          accept_rate[row] = n_steps > 0 ? static_cast<float>(accepted[u][h]) / static_cast<float>(n_steps) : 0.0f;
+      }
+    }
+  }
+}
+
+template <int U>
+void launch_gaussian16_hmc_tiles(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                                 const jk::CudaTensor& accept_rate, const jk::CudaTensor& traj,
+                                 const jk::CudaTensor& mean, const jk::CudaTensor& precision, int64_t n_steps,
+                                 double step_size, int64_t n_leapfrog, int64_t thin,
+                                 const at::PhiloxCudaState& philox) {
+  const auto kernel = gaussian16_hmc_kernel<U>;
+  const int64_t B = x.size(0), rows_per_block = (kGaussian16HmcThreads / 32) * 16 * U;
+  const int64_t blocks =
+      resident_grid(launch, kernel, kGaussian16HmcThreads, (B + rows_per_block - 1) / rows_per_block);
+  kernel<<<blocks, kGaussian16HmcThreads, 0, launch.stream>>>(
+      x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), accept_rate.mutable_data_ptr<float>(),
+      traj.mutable_data_ptr<float>(), B, mean.const_data_ptr<float>(), precision.const_data_ptr<float>(), n_steps,
+      float(step_size), n_leapfrog, thin, philox);
+  JK_CUDA_LAUNCH_CHECK(launch);
+}
+
+// True when it launched: the Gaussian, D = 16, float32, 16-byte aligned x, out and mean, a build with sm_80
+// code. Tiles per warp: tc16::chain_tiles_per_warp.
+bool launch_gaussian16_hmc(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                           const jk::CudaTensor& accept_rate, const jk::CudaTensor& traj, const ModelSpec& spec,
+                           const jk::CudaTensor& mean, const jk::CudaTensor& precision, int64_t n_steps,
+                           double step_size, int64_t n_leapfrog, int64_t thin, const at::PhiloxCudaState& philox) {
+  if (spec.kind != Model::Gaussian || x.size(1) != 16 || x.scalar_type() != jk::DType::f32 ||
+      !jk::aligned16(x.const_data_ptr()) || !jk::aligned16(out.const_data_ptr()) ||
+      !jk::aligned16(mean.const_data_ptr()) || jk::ptx_version(launch, gaussian16_hmc_kernel<1>) < 80) {
+    return false;
+  }
+  switch (tc16::chain_tiles_per_warp(x.size(0), launch.multiprocessors)) {
+    case 4:
+      launch_gaussian16_hmc_tiles<4>(launch, x, out, accept_rate, traj, mean, precision, n_steps, step_size,
+                                     n_leapfrog, thin, philox);
+      break;
+    case 2:
+      launch_gaussian16_hmc_tiles<2>(launch, x, out, accept_rate, traj, mean, precision, n_steps, step_size,
+                                     n_leapfrog, thin, philox);
+      break;
+    default:
+      launch_gaussian16_hmc_tiles<1>(launch, x, out, accept_rate, traj, mean, precision, n_steps, step_size,
+                                     n_leapfrog, thin, philox);
+  }
+  return true;
+}
+
 void hmc_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
                     const jk::CudaTensor& accept_rate, const jk::CudaTensor& traj, const ModelSpec& spec,
                     const jk::CudaTensor& mean, const jk::CudaTensor& precision, int64_t n_steps, double step_size,
                     int64_t n_leapfrog, int64_t thin) {
   const int64_t B = x.size(0), D = x.size(1);
   const at::PhiloxCudaState philox = launch.philox(uint64_t(n_steps) * ((D + 3) / 4 + 1) * 4);
+  if (launch_gaussian16_hmc(launch, x, out, accept_rate, traj, spec, mean, precision, n_steps, step_size, n_leapfrog,
+                            thin, philox)) {
+    return;
+  }
   jk::dispatch_float32_64(x.scalar_type(), [&](auto zero) {
     using T = decltype(zero);
     constexpr int kMax = std::is_same<T, double>::value ? 16 : 32;  // cuda_hmc_max_d

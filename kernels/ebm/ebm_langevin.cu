@@ -30,54 +30,30 @@ __global__ void __launch_bounds__(kGaussian16Threads) gaussian16_langevin_kernel
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
   const tc16::PsymFragments psym(prec, g, t);
-  // x[u][h]: row base + 16u + g + 8h, columns 4t..4t+3; rows past B hold zeros and are never stored.
-  const auto store_rows = [&](const float4 (&x)[U][2], float* dst, int64_t base) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = base + 16 * u + g + 8 * h;
-        if (row < B) reinterpret_cast<float4*>(dst + row * 16)[t] = x[u][h];
-      }
-    }
-  };
   for (int64_t base = warp * kRows; base < B; base += stride) {
-    float4 x[U][2];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = base + 16 * u + g + 8 * h;
-        x[u][h] = row < B ? reinterpret_cast<const float4*>(x_in + row * 16)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
+    float4 x[U][2];  // rows base + 16u + g + 8h, columns 4t..4t+3 (zeros past B, never stored)
+    tc16::load_rows<U>(x, x_in, base, B, g, t);
     int64_t until_save = thin, saved = 0;
     for (int64_t step = 0; step < n_steps; ++step) {
       const uint64_t counter = seed.offset / 4 + static_cast<uint64_t>(step) * 4 + t;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        float d[2][4], y[2][4];  // y: the gradient at the lane's columns (ebm_mma.cuh)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          d[h][0] = x[u][h].x - mu.x;
-          d[h][1] = x[u][h].y - mu.y;
-          d[h][2] = x[u][h].z - mu.z;
-          d[h][3] = x[u][h].w - mu.w;
-        }
-        tc16::psym_product(d, psym, y);
+        float d[2][4];
+        float4 grad[2];
+        tc16::gaussian_gradient(x[u], mu, psym, d, grad);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const jk::Float4 z = jk::normal4(seed.seed, counter, base + 16 * u + g + 8 * h);
-          x[u][h] = make_float4(upd(x[u][h].x, y[0][2 * h], z.x), upd(x[u][h].y, y[0][2 * h + 1], z.y),
-                                upd(x[u][h].z, y[1][2 * h], z.z), upd(x[u][h].w, y[1][2 * h + 1], z.w));
+          x[u][h] = make_float4(upd(x[u][h].x, grad[h].x, z.x), upd(x[u][h].y, grad[h].y, z.y),
+                                upd(x[u][h].z, grad[h].z, z.z), upd(x[u][h].w, grad[h].w, z.w));
         }
       }
       if (thin > 0 && --until_save == 0) {
-        store_rows(x, traj + saved++ * B * 16, base);
+        tc16::store_rows<U>(x, traj + saved++ * B * 16, base, B, g, t);
         until_save = thin;
       }
     }
-    store_rows(x, x_out, base);
+    tc16::store_rows<U>(x, x_out, base, B, g, t);
   }
 }
 
@@ -98,8 +74,7 @@ void launch_gaussian16_langevin_tiles(jk::CudaLaunch& launch, const jk::CudaTens
 }
 
 // True when it launched: the Gaussian, D = 16, float32, 16-byte aligned x, out and mean (traj comes from
-// at::empty), a build with sm_80 code. Tiles per warp: as many as leave the grid at least 8 warps per SM
-// (4 of them at B = 2^21).
+// at::empty), a build with sm_80 code. Tiles per warp: tc16::chain_tiles_per_warp.
 bool launch_gaussian16_langevin(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
                                 const jk::CudaTensor& traj, const ModelSpec& spec, const jk::CudaTensor& mean,
                                 const jk::CudaTensor& precision, int64_t n_steps, const LangevinUpdate<double>& u,
@@ -110,13 +85,10 @@ bool launch_gaussian16_langevin(jk::CudaLaunch& launch, const jk::CudaTensor& x,
     return false;
   }
   const LangevinUpdate<float> upd{float(u.a), float(u.tau), float(u.lo), float(u.hi), u.clamp};
-  const int64_t rows_for_8_warps_per_sm = int64_t{16} * 8 * launch.multiprocessors, B = x.size(0);
-  if (B >= 4 * rows_for_8_warps_per_sm) {
-    launch_gaussian16_langevin_tiles<4>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox);
-  } else if (B >= 2 * rows_for_8_warps_per_sm) {
-    launch_gaussian16_langevin_tiles<2>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox);
-  } else {
-    launch_gaussian16_langevin_tiles<1>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox);
+  switch (tc16::chain_tiles_per_warp(x.size(0), launch.multiprocessors)) {
+    case 4: launch_gaussian16_langevin_tiles<4>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox); break;
+    case 2: launch_gaussian16_langevin_tiles<2>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox); break;
+    default: launch_gaussian16_langevin_tiles<1>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox);
   }
   return true;
 }

@@ -1,6 +1,6 @@
 // Family `ebm`, CUDA: Y = (x − μ)·Psym for rows of exactly 16 float32 values on the tensor cores (sm_80+),
-// 16 rows per warp; shared by the Gaussian energy and score (ebm.cu) and the Gaussian Langevin chain
-// (ebm_langevin.cu). mma.m16n8k8 in TF32; for float32 accuracy each operand is split into two TF32 parts
+// 16 rows per warp; shared by the Gaussian energy and score (ebm.cu) and the Gaussian Langevin and HMC
+// chains (ebm_langevin.cu, ebm_hmc.cu). mma.m16n8k8 in TF32; for float32 accuracy each operand is split into two TF32 parts
 // and three of the four products are summed in float32 (d·P ≈ dₕPₕ + dₕPₗ + dₗPₕ: relative error ~2⁻²¹,
 // against the 2⁻²⁴ of float32 FMAs). Infinite inputs give NaN (inf − inf in the split), where FMA
 // kernels may give ±inf.
@@ -78,6 +78,59 @@ __device__ __forceinline__ void psym_product(const float (&d)[2][4], const PsymF
       mma(y[n], a0.hi, a1.hi, a2.hi, a3.hi, p.b[s][n][0].hi, p.b[s][n][1].hi);
     }
   }
+}
+
+// The Gaussian's gradient Psym·(x − μ) for 16 rows as the lane holds them (x[h]: columns 4t..4t+3 of row
+// g + 8h), into grad[h] alike; d = x − μ is left for the energy, ½ Σ dⱼ·gradⱼ.
+__device__ __forceinline__ void gaussian_gradient(const float4 (&x)[2], const float4& mu, const PsymFragments& p,
+                                                  float (&d)[2][4], float4 (&grad)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    d[h][0] = x[h].x - mu.x;
+    d[h][1] = x[h].y - mu.y;
+    d[h][2] = x[h].z - mu.z;
+    d[h][3] = x[h].w - mu.w;
+  }
+  float y[2][4];
+  psym_product(d, p, y);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) grad[h] = make_float4(y[0][2 * h], y[0][2 * h + 1], y[1][2 * h], y[1][2 * h + 1]);
+}
+
+// A warp's U tiles of 16 rows from row `base` of a (B, 16) float32 matrix, as lane (g, t) holds them:
+// x[u][h] = columns 4t..4t+3 of row base + 16u + g + 8h (zeros past B), and back (rows past B not stored).
+template <int U>
+__device__ __forceinline__ void load_rows(float4 (&x)[U][2], const float* __restrict__ src, int64_t base, int64_t B,
+                                          int g, int t) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = base + 16 * u + g + 8 * h;
+      x[u][h] = row < B ? reinterpret_cast<const float4*>(src + row * 16)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
+
+template <int U>
+__device__ __forceinline__ void store_rows(const float4 (&x)[U][2], float* __restrict__ dst, int64_t base, int64_t B,
+                                           int g, int t) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = base + 16 * u + g + 8 * h;
+      if (row < B) reinterpret_cast<float4*>(dst + row * 16)[t] = x[u][h];
+    }
+  }
+}
+
+// The one-launch chains' tiles of 16 rows per warp: as many (4, 2 or 1) as leave the grid at least 8 warps
+// per SM (session 33: at B = 2^21 4 tiles took one Langevin step in 81.5 us where 1 took 97; at B = 65536,
+// 100 steps, 2 tiles 203 us, 4 tiles 216, 1 tile 224.5; at B = 4096 1 tile 47 us, 4 tiles 155).
+inline int chain_tiles_per_warp(int64_t B, int multiprocessors) {
+  const int64_t rows_for_8_warps_per_sm = int64_t{16} * 8 * multiprocessors;
+  return B >= 4 * rows_for_8_warps_per_sm ? 4 : B >= 2 * rows_for_8_warps_per_sm ? 2 : 1;
 }
 }  // namespace tc16
 }  // namespace ebm

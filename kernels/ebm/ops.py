@@ -356,7 +356,7 @@ def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_lea
 
     Returns (x, accept_rate) with accept_rate (B,) the fraction of accepted proposals per chain,
     or (x, accept_rate, trajectory) when thin > 0. One launch on CUDA for D <= 32 (float32; 16
-    for float64); wider rows (on the CPU: Gaussian rows wider than 64) compose the score/energy
+    for float64; the Gaussian's float32 rows of exactly 16 on the tensor cores, as in langevin_chain); wider rows (on the CPU: Gaussian rows wider than 64) compose the score/energy
     kernels with ATen ops, without host sync.
     dtypes: float32, float64. Not differentiable: the outputs never require grad (as langevin_chain's).
     """
