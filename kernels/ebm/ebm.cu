@@ -365,11 +365,9 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict
                                                              const T* __restrict__ prec, T* __restrict__ out,
                                                              int64_t B) {
   using Raw = typename Quad<T>::Raw;
-  constexpr int kRows = 16 * U;  // rows per warp and trip
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const tc16::WarpTiles<U> w;
+  const int g = w.g, t = w.t;
   const float4 mu = Quad<T>::widen(Quad<T>::template load<false>(mean + 4 * t));
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
   // The rows base + 16u + g + 8h, columns 4t..4t+3 (zeros past B).
   const auto load_rows = [&](Raw (&v)[U][2], int64_t base) {
 #pragma unroll
@@ -386,16 +384,16 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict
   // splits, took 45.1 us where the FMA kernel took 40.9, clean L2, H200). Scores load at the top of
   // the trip: their stores keep memory busy meanwhile.
   Raw next[U][2];
-  if constexpr (!kScore) load_rows(next, warp * kRows);
+  if constexpr (!kScore) load_rows(next, w.first);
   const tc16::PsymFragments psym(prec, g, t);  // set up while the first rows load
-  for (int64_t base = warp * kRows; base < B; base += stride) {
+  for (int64_t base = w.first; base < B; base += w.stride) {
     Raw v[U][2];
     if constexpr (kScore) {
       load_rows(v, base);
     } else {
 #pragma unroll
       for (int u = 0; u < U; ++u) v[u][0] = next[u][0], v[u][1] = next[u][1];
-      load_rows(next, base + stride);
+      load_rows(next, base + w.stride);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {

@@ -23,14 +23,12 @@ __global__ void __launch_bounds__(kGaussian16Threads) gaussian16_langevin_kernel
                                                                   const float* __restrict__ prec, int64_t n_steps,
                                                                   LangevinUpdate<float> upd, int64_t thin,
                                                                   at::PhiloxCudaState state) {
-  constexpr int kRows = 16 * U;  // rows per warp and trip
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const tc16::WarpTiles<U> w;
+  const int g = w.g, t = w.t;
   const float4 mu = reinterpret_cast<const float4*>(mean)[t];
   const jk::PhiloxSeed seed = jk::unpack_philox(state);
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * kRows;
   const tc16::PsymFragments psym(prec, g, t);
-  for (int64_t base = warp * kRows; base < B; base += stride) {
+  for (int64_t base = w.first; base < B; base += w.stride) {
     float4 x[U][2];  // rows base + 16u + g + 8h, columns 4t..4t+3 (zeros past B, never stored)
     tc16::load_rows<U>(x, x_in, base, B, g, t);
     int64_t until_save = thin, saved = 0;

@@ -97,6 +97,15 @@ __device__ __forceinline__ void gaussian_gradient(const float4 (&x)[2], const fl
   for (int h = 0; h < 2; ++h) grad[h] = make_float4(y[0][2 * h], y[0][2 * h + 1], y[1][2 * h], y[1][2 * h + 1]);
 }
 
+// Lane (g, t) of a warp that takes U tiles of 16 rows at a time in a grid-stride loop: its first row and
+// the stride, for `for (int64_t base = w.first; base < B; base += w.stride)`.
+template <int U>
+struct WarpTiles {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  int64_t first = ((static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5) * 16 * U;
+  int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * 16 * U;
+};
+
 // A warp's U tiles of 16 rows from row `base` of a (B, 16) float32 matrix, as lane (g, t) holds them:
 // x[u][h] = columns 4t..4t+3 of row base + 16u + g + 8h (zeros past B), and back (rows past B not stored).
 template <int U>
