@@ -17,7 +17,8 @@
 // - langevin_step: each thread takes 4 consecutive elements = one Philox call (4 normals by
 //   Box-Muller) and 16-byte loads of x and grad: memory-bound.
 // - Chains: one launch for the whole chain; per step and element D FMAs (Gaussian; at D = 16 in
-//   float32 on the tensor cores instead, ebm_langevin.cu and ebm_hmc.cu) + 1/4 Philox call, no memory traffic between steps. Random numbers: subsequence = row,
+//   float32 on the tensor cores instead, ebm_langevin.cu and ebm_hmc.cu) + 1/4 Philox call, no
+//   memory traffic between steps. Random numbers: subsequence = row,
 //   counter = offset/4 + step-local index, so every (row, step, element) has its own draw and
 //   the chain reserves exactly n_steps·ceil(D/4)·4 draws per row (HMC: + 4 per step).
 // - Files: the local models' kernels are in ebm_local.cu, the chain kernels in ebm_langevin.cu (float32;

@@ -4,7 +4,6 @@
 #include "dependent_launch.cuh"  // jk::ptx_version
 #include "ebm_mma.cuh"
 #include "ebm_rows.cuh"
-#include "elementwise_kernel.cuh"  // jk::aligned16
 #include "philox_cuda.cuh"
 
 namespace ebm {
@@ -84,9 +83,8 @@ __global__ void __launch_bounds__(kTileRows<kD>) hmc_chain_kernel(const T* __res
 // acceptance uniform from call counter + 4. Against hmc_chain_kernel, H200, session 33 (call 8):
 // B = 65536, 100 steps of 10 leapfrog steps 1547.8 -> 956 us; B = 4096 940 -> 196; B = 2^21, 32 steps of
 // 4, 7678 -> 5978.
-constexpr int kGaussian16HmcThreads = 128;
 template <int U>
-__global__ void __launch_bounds__(kGaussian16HmcThreads)
+__global__ void __launch_bounds__(tc16::kChainThreads)
     gaussian16_hmc_kernel(const float* __restrict__ x_in, float* __restrict__ x_out, float* __restrict__ accept_rate,
                           float* __restrict__ traj, int64_t B, const float* __restrict__ mean,
                           const float* __restrict__ prec, int64_t n_steps, float eps, int64_t n_leapfrog,
@@ -167,47 +165,23 @@ __global__ void __launch_bounds__(kGaussian16HmcThreads)
   }
 }
 
-template <int U>
-void launch_gaussian16_hmc_tiles(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
-                                 const jk::CudaTensor& accept_rate, const jk::CudaTensor& traj,
-                                 const jk::CudaTensor& mean, const jk::CudaTensor& precision, int64_t n_steps,
-                                 double step_size, int64_t n_leapfrog, int64_t thin,
-                                 const at::PhiloxCudaState& philox) {
-  const auto kernel = gaussian16_hmc_kernel<U>;
-  const int64_t B = x.size(0), rows_per_block = (kGaussian16HmcThreads / 32) * 16 * U;
-  const int64_t blocks =
-      resident_grid(launch, kernel, kGaussian16HmcThreads, (B + rows_per_block - 1) / rows_per_block);
-  kernel<<<blocks, kGaussian16HmcThreads, 0, launch.stream>>>(
-      x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), accept_rate.mutable_data_ptr<float>(),
-      traj.mutable_data_ptr<float>(), B, mean.const_data_ptr<float>(), precision.const_data_ptr<float>(), n_steps,
-      float(step_size), n_leapfrog, thin, philox);
-  JK_CUDA_LAUNCH_CHECK(launch);
-}
-
-// True when it launched: the Gaussian, D = 16, float32, 16-byte aligned x, out and mean, a build with sm_80
-// code. Tiles per warp: tc16::chain_tiles_per_warp.
+// True when it launched (tc16::gaussian16_chain, and a build with sm_80 code).
 bool launch_gaussian16_hmc(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
                            const jk::CudaTensor& accept_rate, const jk::CudaTensor& traj, const ModelSpec& spec,
                            const jk::CudaTensor& mean, const jk::CudaTensor& precision, int64_t n_steps,
                            double step_size, int64_t n_leapfrog, int64_t thin, const at::PhiloxCudaState& philox) {
-  if (spec.kind != Model::Gaussian || x.size(1) != 16 || x.scalar_type() != jk::DType::f32 ||
-      !jk::aligned16(x.const_data_ptr()) || !jk::aligned16(out.const_data_ptr()) ||
-      !jk::aligned16(mean.const_data_ptr()) || jk::ptx_version(launch, gaussian16_hmc_kernel<1>) < 80) {
+  if (!tc16::gaussian16_chain(spec, x, out, mean) || jk::ptx_version(launch, gaussian16_hmc_kernel<1>) < 80) {
     return false;
   }
-  switch (tc16::chain_tiles_per_warp(x.size(0), launch.multiprocessors)) {
-    case 4:
-      launch_gaussian16_hmc_tiles<4>(launch, x, out, accept_rate, traj, mean, precision, n_steps, step_size,
-                                     n_leapfrog, thin, philox);
-      break;
-    case 2:
-      launch_gaussian16_hmc_tiles<2>(launch, x, out, accept_rate, traj, mean, precision, n_steps, step_size,
-                                     n_leapfrog, thin, philox);
-      break;
-    default:
-      launch_gaussian16_hmc_tiles<1>(launch, x, out, accept_rate, traj, mean, precision, n_steps, step_size,
-                                     n_leapfrog, thin, philox);
-  }
+  const int64_t B = x.size(0);
+  tc16::with_chain_tiles(B, launch.multiprocessors, [&](auto tiles) {
+    const auto kernel = gaussian16_hmc_kernel<decltype(tiles)::value>;
+    kernel<<<tc16::chain_blocks<decltype(tiles)::value>(launch, kernel, B), tc16::kChainThreads, 0, launch.stream>>>(
+        x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), accept_rate.mutable_data_ptr<float>(),
+        traj.mutable_data_ptr<float>(), B, mean.const_data_ptr<float>(), precision.const_data_ptr<float>(), n_steps,
+        float(step_size), n_leapfrog, thin, philox);
+    JK_CUDA_LAUNCH_CHECK(launch);
+  });
   return true;
 }
 

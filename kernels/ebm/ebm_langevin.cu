@@ -3,7 +3,6 @@
 #include "dependent_launch.cuh"  // jk::ptx_version
 #include "ebm_langevin.cuh"
 #include "ebm_mma.cuh"
-#include "elementwise_kernel.cuh"  // jk::aligned16
 
 namespace ebm {
 
@@ -15,9 +14,8 @@ namespace ebm {
 // accesses. Against the thread-per-row kernel (Psym·x by FMAs, a shared-memory tile in and out), H200,
 // session 33: one step at B = 2^21 156.7 -> 81.6 us, 32 steps 2065 -> 1886; 100 steps at B = 65536
 // 240.6 -> 204, at B = 4096 140.9 -> 47.7 (benchmarks/results/session33, calls 4-5).
-constexpr int kGaussian16Threads = 128;
 template <int U>
-__global__ void __launch_bounds__(kGaussian16Threads) gaussian16_langevin_kernel(const float* __restrict__ x_in,
+__global__ void __launch_bounds__(tc16::kChainThreads) gaussian16_langevin_kernel(const float* __restrict__ x_in,
                                                                   float* __restrict__ x_out, float* __restrict__ traj,
                                                                   int64_t B, const float* __restrict__ mean,
                                                                   const float* __restrict__ prec, int64_t n_steps,
@@ -55,39 +53,23 @@ __global__ void __launch_bounds__(kGaussian16Threads) gaussian16_langevin_kernel
   }
 }
 
-template <int U>
-void launch_gaussian16_langevin_tiles(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
-                                      const jk::CudaTensor& traj, const jk::CudaTensor& mean,
-                                      const jk::CudaTensor& precision, int64_t n_steps,
-                                      const LangevinUpdate<float>& upd, int64_t thin,
-                                      const at::PhiloxCudaState& philox) {
-  const auto kernel = gaussian16_langevin_kernel<U>;
-  const int64_t B = x.size(0), rows_per_block = (kGaussian16Threads / 32) * 16 * U;
-  const int64_t blocks =
-      resident_grid(launch, kernel, kGaussian16Threads, (B + rows_per_block - 1) / rows_per_block);
-  kernel<<<blocks, kGaussian16Threads, 0, launch.stream>>>(
-      x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), traj.mutable_data_ptr<float>(), B,
-      mean.const_data_ptr<float>(), precision.const_data_ptr<float>(), n_steps, upd, thin, philox);
-  JK_CUDA_LAUNCH_CHECK(launch);
-}
-
-// True when it launched: the Gaussian, D = 16, float32, 16-byte aligned x, out and mean (traj comes from
-// at::empty), a build with sm_80 code. Tiles per warp: tc16::chain_tiles_per_warp.
+// True when it launched (tc16::gaussian16_chain, and a build with sm_80 code).
 bool launch_gaussian16_langevin(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out,
                                 const jk::CudaTensor& traj, const ModelSpec& spec, const jk::CudaTensor& mean,
                                 const jk::CudaTensor& precision, int64_t n_steps, const LangevinUpdate<double>& u,
                                 int64_t thin, const at::PhiloxCudaState& philox) {
-  if (spec.kind != Model::Gaussian || x.size(1) != 16 || x.scalar_type() != jk::DType::f32 ||
-      !jk::aligned16(x.const_data_ptr()) || !jk::aligned16(out.const_data_ptr()) ||
-      !jk::aligned16(mean.const_data_ptr()) || jk::ptx_version(launch, gaussian16_langevin_kernel<1>) < 80) {
+  if (!tc16::gaussian16_chain(spec, x, out, mean) || jk::ptx_version(launch, gaussian16_langevin_kernel<1>) < 80) {
     return false;
   }
   const LangevinUpdate<float> upd{float(u.a), float(u.tau), float(u.lo), float(u.hi), u.clamp};
-  switch (tc16::chain_tiles_per_warp(x.size(0), launch.multiprocessors)) {
-    case 4: launch_gaussian16_langevin_tiles<4>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox); break;
-    case 2: launch_gaussian16_langevin_tiles<2>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox); break;
-    default: launch_gaussian16_langevin_tiles<1>(launch, x, out, traj, mean, precision, n_steps, upd, thin, philox);
-  }
+  const int64_t B = x.size(0);
+  tc16::with_chain_tiles(B, launch.multiprocessors, [&](auto tiles) {
+    const auto kernel = gaussian16_langevin_kernel<decltype(tiles)::value>;
+    kernel<<<tc16::chain_blocks<decltype(tiles)::value>(launch, kernel, B), tc16::kChainThreads, 0, launch.stream>>>(
+        x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), traj.mutable_data_ptr<float>(), B,
+        mean.const_data_ptr<float>(), precision.const_data_ptr<float>(), n_steps, upd, thin, philox);
+    JK_CUDA_LAUNCH_CHECK(launch);
+  });
   return true;
 }
 

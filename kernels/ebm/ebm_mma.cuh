@@ -1,9 +1,9 @@
 // Family `ebm`, CUDA: Y = (x − μ)·Psym for rows of exactly 16 float32 values on the tensor cores (sm_80+),
 // 16 rows per warp; shared by the Gaussian energy and score (ebm.cu) and the Gaussian Langevin and HMC
-// chains (ebm_langevin.cu, ebm_hmc.cu). mma.m16n8k8 in TF32; for float32 accuracy each operand is split into two TF32 parts
-// and three of the four products are summed in float32 (d·P ≈ dₕPₕ + dₕPₗ + dₗPₕ: relative error ~2⁻²¹,
-// against the 2⁻²⁴ of float32 FMAs). Infinite inputs give NaN (inf − inf in the split), where FMA
-// kernels may give ±inf.
+// chains (ebm_langevin.cu, ebm_hmc.cu). mma.m16n8k8 in TF32; for float32 accuracy each operand is split
+// into two TF32 parts and three of the four products are summed in float32 (d·P ≈ dₕPₕ + dₕPₗ + dₗPₕ:
+// relative error ~2⁻²¹, against the 2⁻²⁴ of float32 FMAs). Infinite inputs give NaN (inf − inf in the
+// split), where FMA kernels may give ±inf.
 // Layout: lane (g, t) = (lane / 4, lane % 4) holds columns 4t..4t+3 of rows g and g + 8 as they stand
 // in memory (16-byte loads, 512 contiguous bytes a warp instruction). The mma's k and n indices are
 // permuted so that this is already its A fragment and so that its accumulators hold Y at the same
@@ -11,8 +11,11 @@
 // 4t + 2n + 1. Psym's fragments (permuted the same way, split hi/lo) sit in 16 registers.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "bits.h"
+#include "ebm_rows.cuh"            // ModelSpec, resident_grid
+#include "elementwise_kernel.cuh"  // jk::aligned16
 
 namespace ebm {
 namespace tc16 {
@@ -134,12 +137,40 @@ __device__ __forceinline__ void store_rows(const float4 (&x)[U][2], float* __res
   }
 }
 
-// The one-launch chains' tiles of 16 rows per warp: as many (4, 2 or 1) as leave the grid at least 8 warps
-// per SM (session 33: at B = 2^21 4 tiles took one Langevin step in 81.5 us where 1 took 97; at B = 65536,
-// 100 steps, 2 tiles 203 us, 4 tiles 216, 1 tile 224.5; at B = 4096 1 tile 47 us, 4 tiles 155).
-inline int chain_tiles_per_warp(int64_t B, int multiprocessors) {
+// ---------------------------------------------------------------- the chains on these tiles (host side)
+
+// Whether a chain takes the tensor-core kernels: the Gaussian, D = 16, float32, 16-byte aligned x, out and
+// mean (a trajectory comes from at::empty). The caller also checks the build has sm_80 code.
+inline bool gaussian16_chain(const ModelSpec& spec, const jk::CudaTensor& x, const jk::CudaTensor& out,
+                             const jk::CudaTensor& mean) {
+  return spec.kind == Model::Gaussian && x.size(1) == 16 && x.scalar_type() == jk::DType::f32 &&
+         jk::aligned16(x.const_data_ptr()) && jk::aligned16(out.const_data_ptr()) &&
+         jk::aligned16(mean.const_data_ptr());
+}
+
+constexpr int kChainThreads = 128;  // per block of the chain kernels (32, 64 and 128 timed the same)
+
+// Calls f(std::integral_constant<int, U>{}) with U, the tiles of 16 rows per warp for B rows: as many (4, 2
+// or 1) as leave the grid at least 8 warps per SM. Session 33: at B = 2^21 4 tiles took one Langevin step in
+// 81.5 us where 1 took 97; at B = 65536, 100 steps, 2 tiles 203 us, 4 tiles 216, 1 tile 224.5; at B = 4096
+// 1 tile 47 us, 4 tiles 155.
+template <typename F>
+void with_chain_tiles(int64_t B, int multiprocessors, F&& f) {
   const int64_t rows_for_8_warps_per_sm = int64_t{16} * 8 * multiprocessors;
-  return B >= 4 * rows_for_8_warps_per_sm ? 4 : B >= 2 * rows_for_8_warps_per_sm ? 2 : 1;
+  if (B >= 4 * rows_for_8_warps_per_sm) {
+    f(std::integral_constant<int, 4>{});
+  } else if (B >= 2 * rows_for_8_warps_per_sm) {
+    f(std::integral_constant<int, 2>{});
+  } else {
+    f(std::integral_constant<int, 1>{});
+  }
+}
+
+// Blocks of kChainThreads for B rows in tiles of U per warp: at most one resident wave of `kernel`, which loops.
+template <int U, typename Kernel>
+int64_t chain_blocks(const jk::CudaLaunch& launch, Kernel kernel, int64_t B) {
+  const int64_t rows_per_block = (kChainThreads / 32) * 16 * U;
+  return resident_grid(launch, kernel, kChainThreads, (B + rows_per_block - 1) / rows_per_block);
 }
 }  // namespace tc16
 }  // namespace ebm
