@@ -639,16 +639,22 @@ def test_cuda_chain_tiles_many_blocks_and_tails(D):
             torch.testing.assert_close(result.double(), expected, rtol=1e-4, atol=1e-4)
 
 
-@needs_cuda
-def test_cuda_gaussian16_chain_on_tensor_cores_matches_thread_per_row():
-    # The Gaussian chain at D = 16, float32, runs on the tensor cores with 1, 2 or 4 tiles of 16 rows per
-    # warp by B (ebm_langevin.cu); a misaligned x takes the thread-per-row kernel. Both draw the same
-    # noise: with P = 0 they agree bit for bit, with a real P to float32 rounding (TF32-split products).
+def gaussian16_chain_rows():
+    """Rows for the Gaussian chains at D = 16, float32 (ebm_mma.cuh): B with 1, 2 and 4 tiles of 16 rows per
+    warp on the tensor cores, each as x and as a misaligned copy of x, which takes the thread-per-row kernels."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    mean, precision = torch.randn(16, device="cuda"), spd(16, torch.float32, "cuda")
     for B in [100, 2 * 16 * 8 * sms + 5, 4 * 16 * 8 * sms + 5]:
         x = torch.randn(B, 16, device="cuda")
-        misaligned = torch.empty(B * 16 + 1, device="cuda")[1:].view(B, 16).copy_(x)
+        yield x, torch.empty(B * 16 + 1, device="cuda")[1:].view(B, 16).copy_(x)
+
+
+@needs_cuda
+def test_cuda_gaussian16_chain_on_tensor_cores_matches_thread_per_row():
+    # The Gaussian Langevin chain at D = 16, float32, runs on the tensor cores (ebm_langevin.cu). Both
+    # kernels draw the same noise: with P = 0 they agree bit for bit, with a real P to float32 rounding
+    # (TF32-split products).
+    mean, precision = torch.randn(16, device="cuda"), spd(16, torch.float32, "cuda")
+    for x, misaligned in gaussian16_chain_rows():
         for p, exact in [(torch.zeros_like(precision), True), (precision, False)]:
             runs = []
             for rows in (x, misaligned):
@@ -663,15 +669,12 @@ def test_cuda_gaussian16_chain_on_tensor_cores_matches_thread_per_row():
 
 @needs_cuda
 def test_cuda_gaussian16_hmc_on_tensor_cores_matches_thread_per_row():
-    # hmc_chain for the Gaussian at D = 16, float32, runs on the tensor cores too (ebm_hmc.cu), by B with 1,
-    # 2 or 4 tiles of 16 rows per warp; a misaligned x takes the thread-per-row kernel, with the same draws.
-    # With P = 0 every proposal is accepted and the two agree bit for bit; with a real P, to float32
-    # rounding in every row whose accept decisions match (a decision on the edge may flip: rare).
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    # hmc_chain for the Gaussian at D = 16, float32, runs on the tensor cores too (ebm_hmc.cu), with the
+    # thread-per-row kernel's draws. With P = 0 every proposal is accepted and the two agree bit for bit;
+    # with a real P, to float32 rounding in every row whose accept decisions match (a decision on the edge
+    # may flip: rare).
     mean, precision = torch.randn(16, device="cuda"), spd(16, torch.float32, "cuda")
-    for B in [100, 2 * 16 * 8 * sms + 5, 4 * 16 * 8 * sms + 5]:
-        x = torch.randn(B, 16, device="cuda")
-        misaligned = torch.empty(B * 16 + 1, device="cuda")[1:].view(B, 16).copy_(x)
+    for x, misaligned in gaussian16_chain_rows():
         for p in (torch.zeros_like(precision), precision):
             runs = []
             for rows in (x, misaligned):

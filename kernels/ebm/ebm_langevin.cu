@@ -15,12 +15,10 @@ namespace ebm {
 // session 33: one step at B = 2^21 156.7 -> 81.6 us, 32 steps 2065 -> 1886; 100 steps at B = 65536
 // 240.6 -> 204, at B = 4096 140.9 -> 47.7 (benchmarks/results/session33, calls 4-5).
 template <int U>
-__global__ void __launch_bounds__(tc16::kChainThreads) gaussian16_langevin_kernel(const float* __restrict__ x_in,
-                                                                  float* __restrict__ x_out, float* __restrict__ traj,
-                                                                  int64_t B, const float* __restrict__ mean,
-                                                                  const float* __restrict__ prec, int64_t n_steps,
-                                                                  LangevinUpdate<float> upd, int64_t thin,
-                                                                  at::PhiloxCudaState state) {
+__global__ void __launch_bounds__(tc16::kChainThreads)
+    gaussian16_langevin_kernel(const float* __restrict__ x_in, float* __restrict__ x_out, float* __restrict__ traj,
+                               int64_t B, const float* __restrict__ mean, const float* __restrict__ prec,
+                               int64_t n_steps, LangevinUpdate<float> upd, int64_t thin, at::PhiloxCudaState state) {
   const tc16::WarpTiles<U> w;
   const int g = w.g, t = w.t;
   const float4 mu = reinterpret_cast<const float4*>(mean)[t];
