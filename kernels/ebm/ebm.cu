@@ -369,8 +369,17 @@ __global__ void __launch_bounds__(256) gaussian16_mma_kernel(const T* __restrict
   const tc16::WarpTiles<U> w;
   const int g = w.g, t = w.t;
   const float4 mu = Quad<T>::widen(Quad<T>::template load<false>(mean + 4 * t));
-  // The rows base + 16u + g + 8h, columns 4t..4t+3 (zeros past B); energies load evict-first.
-  const auto load_rows = [&](Raw (&v)[U][2], int64_t base) { tc16::load_rows<U, !kScore>(v, x, base, B, g, t); };
+  // The rows base + 16u + g + 8h, columns 4t..4t+3 (zeros past B).
+  const auto load_rows = [&](Raw (&v)[U][2], int64_t base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = base + 16 * u + g + 8 * h;
+        v[u][h] = row < B ? Quad<T>::template load<!kScore>(x + row * 16 + 4 * t) : Raw{};
+      }
+    }
+  };
   // Energies: software pipeline, as in gaussian_tile_kernel: the next trip's rows load during this
   // trip's math, so a warp always has loads in flight (the first version, without it and with cvt
   // splits, took 45.1 us where the FMA kernel took 40.9, clean L2, H200). Scores load at the top of

@@ -109,19 +109,17 @@ struct WarpTiles {
   int64_t stride = ((static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5) * 16 * U;
 };
 
-// A warp's U tiles of 16 rows from row `base` of a (B, 16) matrix, as lane (g, t) holds them: x[u][h] =
-// columns 4t..4t+3 of row base + 16u + g + 8h, as they stand in memory (V: float4 for float32, 8 bytes for a
-// 16-bit type; zeros past B; evict-first loads on request, load_vector), and back (float32; rows past B not
-// stored).
-template <int U, bool kEvictFirst = false, typename V, typename T>
-__device__ __forceinline__ void load_rows(V (&x)[U][2], const T* __restrict__ src, int64_t base, int64_t B, int g,
-                                          int t) {
+// A warp's U tiles of 16 rows from row `base` of a (B, 16) float32 matrix, as lane (g, t) holds them:
+// x[u][h] = columns 4t..4t+3 of row base + 16u + g + 8h (zeros past B), and back (rows past B not stored).
+template <int U>
+__device__ __forceinline__ void load_rows(float4 (&x)[U][2], const float* __restrict__ src, int64_t base, int64_t B,
+                                          int g, int t) {
 #pragma unroll
   for (int u = 0; u < U; ++u) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t row = base + 16 * u + g + 8 * h;
-      x[u][h] = row < B ? load_vector<V, kEvictFirst>(src + row * 16 + 4 * t) : V{};
+      x[u][h] = row < B ? reinterpret_cast<const float4*>(src + row * 16)[t] : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
 }
