@@ -165,3 +165,14 @@ def test_conv1d_gn_mish_both_ends():
     expected = diffusion.reference.conv1d_gn_mish(x[rows].double(), w.double(), b.double(), gw.double(),
                                                   gb.double(), groups)
     torch.testing.assert_close(out[rows], expected.float(), atol=1e-4, rtol=1e-4)
+
+
+def test_kron_both_ends():
+    # Past 2^31 outputs kron's kernel indexes in 64 bits; row 3 crosses 2^31, row 4 lies beyond it.
+    _require_gib(12)
+    A = torch.randn(5, 1, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(1, 2 ** 29 + 8, device="cuda", dtype=torch.bfloat16)
+    out = loader.linalg.kron(A, B)
+    assert out.numel() > 2 ** 31
+    for i in range(5):  # one product, rounded once: exact
+        torch.testing.assert_close(out[i], (A[i].float() * B[0].float()).bfloat16(), atol=0, rtol=0)

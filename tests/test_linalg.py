@@ -512,18 +512,21 @@ def test_kron_write_bound_shapes_cuda():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("shapes", [
-    ((3, 7, 5), (3, 11, 8)),  # batched: row carries in i, k and b
-    ((2, 4, 3), (2, 5, 3)),  # cols = 9: one element per "vector"
-    ((4, 6), (3, 4)),  # cols = 24 but q = 4: 8-wide vectors of half types cross B rows
-    ((2, 301, 1), (2, 1, 40)),  # short rows, 4 per thread, 602 rows: a partial last group
-    ((1, 3, 150), (1, 2, 16)),  # long rows: several vectors per thread and row
-    ((2, 300, 2), (2, 250, 4)),  # 150000 short rows: more than one pass of the grid
-    ((2, 1000, 3), (2, 5, 400)),  # 10000 long rows: chunks of the output, more than one wave of work
-    ((2, 3, 400), (2, 4, 6)),  # long rows with q = 6: B element by element, chunks end mid-row
-    ((1, 2, 1029), (1, 3, 1)),  # long rows of 1029 columns: one element per "vector"
+    ((3, 7, 5), (3, 11, 8)),  # batched: positions across b, i and k
+    ((2, 4, 3), (2, 5, 3)),  # rows of 9: 16-byte vectors across rows (kron_flat_kernel)
+    ((4, 6), (3, 4)),  # rows of 24, q = 4: half types' 8-wide vectors read B in two pieces
+    ((2, 3, 8), (2, 4, 5)),  # q = 5: B read element by element, into the next A column
+    ((2, 3, 2), (2, 4, 7)),  # rows of 14: 8-byte stores of float32 (4-byte of half types), q odd
+    ((1, 3, 1), (1, 5, 6)),  # rows of 6: narrower stores, B in pairs
+    ((2, 301, 1), (2, 1, 40)),  # short rows: a thread's next vector lies in another row
+    ((1, 3, 150), (1, 2, 16)),  # long rows: the next vector is found by a carry
+    ((2, 300, 2), (2, 250, 4)),  # 150000 rows of 8: many blocks, a partial last one
+    ((2, 1000, 3), (2, 5, 400)),  # 10000 rows of 1200
+    ((2, 3, 400), (2, 4, 6)),  # rows of 2400, q = 6: B in pairs
+    ((1, 2, 1029), (1, 3, 1)),  # rows of 1029: across rows, a partial last vector
 ])
 def test_kron_kernel_paths(device, dtype, shapes):
-    # The CUDA kernel's vector paths; on the CPU, 16-bit rows widened and narrowed in runs of q.
+    # The CUDA kernels' vector widths and walks; on the CPU, 16-bit rows widened and narrowed in runs of q.
     A = torch.randn(*shapes[0], device=device).to(dtype)
     B = torch.randn(*shapes[1], device=device).to(dtype)
     # Each element is one product rounded once, as torch rounds it: exact match.

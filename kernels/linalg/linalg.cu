@@ -13,16 +13,15 @@
 //   steps for cond 1e5, p = 4 to 8 (4 products each, minus the first X and the last M product).
 //   T = c1 I - c2 M is never formed on that path: the split kernel applies it as it reads M.
 // - kron and per_sample_grad_linear are write-bound: the output (nb, m*p, n*q) is written
-//   exactly once with 16-byte streaming stores. When q % VEC == 0 a thread holds one B vector
-//   in registers and writes it, times A[b, i, j], into a chunk of rows i: per store one A value
-//   from L1 (the row-by-row kernel before it also loaded a B vector per store, and L2 was 85%
-//   busy with those loads: 24.6 us against torch.compile's 22.8 on the H200). Otherwise the
-//   row kernel walks each output row, positions advanced with carries (no divisions in loops).
+//   exactly once, in memory order, with 16-byte stores, as a copy writes; each thread finds its
+//   position by multiply-and-shift divisions and reads one A value and one B vector (both small,
+//   from L1); rows of an odd length are cut into 16-byte vectors across rows. Earlier kernels that
+//   kept B vectors in registers and walked rows i wrote scattered spans and were slower (session
+//   34: kron_kernel says by how much).
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 
 #include "cuda_launch.cuh"
@@ -108,209 +107,172 @@ __global__ void __launch_bounds__(kThreads) split_bf16x3_kernel(const float* __r
   }
 }
 
-// Shapes of one kron launch, and the grid's row step pre-split on the host (see RowCursor).
-struct KronArgs {
-  int64_t m, n, p, q, cols, numel, pq;  // cols = n*q, numel = nb*m*p*cols, pq = p*q
-  // Row step (gridDim.x * blockDim.y rows, < 2^31) = (db*m + di)*p + dk, kept as the digits
-  // di < m, dk < p and the offset increments (db*m + di)*n, (db*p + dk)*q and step*cols.
-  int64_t step_i, step_k, step_a, step_b, step_o;
-  int64_t sj, sl;  // the column stride blockDim.x * VEC = sj*q + sl, sl < q
+// n / d for n, d < 2^31 by a multiply-high, an add and a shift (Granlund & Montgomery, as PyTorch's
+// IntDivider): the divisors are runtime shapes, and a 32-bit division is ~15 instructions.
+struct Div32 {
+  using Index = uint32_t;
+  uint32_t multiplier = 1, shift = 0;
+  explicit Div32(int64_t d) {
+    while ((int64_t{1} << shift) < d) ++shift;
+    multiplier = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t operator()(uint32_t n) const { return (__umulhi(n, multiplier) + n) >> shift; }
 };
 
-// x / d for 0 <= x < 2^31, d >= 1: a 32-bit division (~15 instructions; a 64-bit one is ~70).
-// d > x gives 0, and otherwise d <= x fits in 32 bits too.
-__device__ __forceinline__ int64_t div_small(int64_t x, int64_t d) {
-  return d > x ? 0 : static_cast<int64_t>(static_cast<uint32_t>(x) / static_cast<uint32_t>(d));
-}
-
-// x / d for any 0 <= x: the 32-bit division when x allows it.
-__device__ __forceinline__ int64_t div_any(int64_t x, int64_t d) {
-  return x < (int64_t{1} << 31) ? div_small(x, d) : x / d;
-}
-
-// A thread's output row (b, i*p + k), i.e. row = (b*m + i)*p + k, as the loops use it: the
-// offsets of A row (b, i), B row (b, k) and the output row, plus the digits i and k that say
-// when those offsets carry. Moving rows then costs a few adds: no division, no multiply.
-struct RowCursor {
-  int64_t i, k, a_off, b_off, o_off;  // a_off = (b*m + i)*n, b_off = (b*p + k)*q, o_off = row*cols
-
-  __device__ __forceinline__ RowCursor(int64_t row, const KronArgs& s) {  // row < 2^31: once per thread
-    const int64_t ai = div_small(row, s.p), b = div_small(ai, s.m);
-    i = ai - b * s.m;
-    k = row - ai * s.p;
-    a_off = ai * s.n;
-    b_off = (b * s.p + k) * s.q;
-    o_off = row * s.cols;
-  }
-
-  __device__ __forceinline__ bool valid(const KronArgs& s) const { return o_off < s.numel; }  // row < rows
-
-  __device__ __forceinline__ void advance(const KronArgs& s) {  // row += step
-    k += s.step_k;
-    i += s.step_i;
-    a_off += s.step_a;
-    b_off += s.step_b;
-    o_off += s.step_o;
-    if (k >= s.p) {  // each digit sum is < 2 * its base: at most one carry each
-      k -= s.p;
-      b_off -= s.pq;
-      ++i;
-      a_off += s.n;
-    }
-    if (i >= s.m) {
-      i -= s.m;
-      b_off += s.pq;
-    }
-  }
+// Outputs of 2^31 elements or more: plain 64-bit division.
+struct Div64 {
+  using Index = uint64_t;
+  uint64_t divisor;
+  explicit Div64(int64_t d) : divisor(static_cast<uint64_t>(d)) {}
+  __device__ __forceinline__ uint64_t operator()(uint64_t n) const { return n / divisor; }
 };
 
-template <typename T, int VEC, bool kStreaming = true>
-__device__ __forceinline__ void store_pack(T* dst, const Pack<T, VEC>& pack) {
-  if constexpr (kStreaming && sizeof(pack) == 16) {
-    uint4 bits;
-    memcpy(&bits, &pack, 16);
-    __stcs(reinterpret_cast<uint4*>(dst), bits);  // streaming: the output is not re-read here
-  } else {
-    *reinterpret_cast<Pack<T, VEC>*>(dst) = pack;
-  }
-}
+// One kron launch: out (nb, m*p, n*q) in vectors of VEC elements, vcols of them per output row.
+// A thread's next vector is kThreads vectors on: kThreads * VEC = step_j * q + step_l columns.
+template <typename Div>
+struct KronShape {
+  using Index = typename Div::Index;
+  Index m, n, p, q, cols, vcols, vectors, step_j, step_l;
+  Div by_vcols, by_cols, by_q, by_p, by_m;
+  KronShape(int64_t m_, int64_t n_, int64_t p_, int64_t q_, int64_t numel, int vec, int64_t step)
+      : m(m_), n(n_), p(p_), q(q_), cols(n_ * q_), vcols(n_ * q_ / vec), vectors(numel / vec), step_j(step / q_),
+        step_l(step % q_), by_vcols(n_ * q_ / vec), by_cols(n_ * q_), by_q(q_), by_p(p_), by_m(m_) {}
+};
 
-// Output (nb, m*p, n*q) when a vector of VEC output columns lies in one B row (q % VEC == 0, B
-// aligned; VEC = 1 always does): out[b, i*p + k, v*VEC + e] = A[b, i, j] * B[b, k, l + e] with
-// j*q + l = v*VEC. A thread owns one B vector, the slot (b, k, v) = (slot block) * blockDim.x +
-// threadIdx.x (v fastest, so a warp's stores are contiguous), and the rows i of one chunk: B is read
-// once, and each 16-byte store costs one A value (an L1 hit). kOuter (p = 1, outer products such as
-// per-sample gradients): the chunk is blockIdx.x, so the blocks that run at once write neighbouring rows,
-// with plain stores; otherwise the slot block is blockIdx.x, with streaming stores (launch_kron says why).
-template <typename T, int VEC, bool kOuter>
-__global__ void __launch_bounds__(kThreads) kron_slots_kernel(T* __restrict__ out, const T* __restrict__ A,
-                                                              const T* __restrict__ B, KronArgs s, int64_t slots,
-                                                              int64_t rows_per_chunk) {
-  const unsigned slot_block = kOuter ? blockIdx.y : blockIdx.x, chunk = kOuter ? blockIdx.x : blockIdx.y;
-  const int64_t slot = static_cast<int64_t>(slot_block) * blockDim.x + threadIdx.x;
-  if (slot >= slots) return;
-  const int64_t vcols = s.cols / VEC;
-  const int64_t bk = div_any(slot, vcols), v = slot - bk * vcols;  // bk = b*p + k
-  const int64_t b = div_any(bk, s.p), k = bk - b * s.p;
-  const int64_t j = div_any(v * VEC, s.q), l = v * VEC - j * s.q;
-  const Pack<T, VEC> b_vec = *reinterpret_cast<const Pack<T, VEC>*>(B + bk * s.q + l);
-  const int64_t i_begin = static_cast<int64_t>(chunk) * rows_per_chunk;
-  const int64_t i_end = i_begin + rows_per_chunk < s.m ? i_begin + rows_per_chunk : s.m;
-  const T* a = A + (b * s.m + i_begin) * s.n + j;
-  T* o = out + ((b * s.m + i_begin) * s.p + k) * s.cols + v * VEC;
-  const int64_t o_step = s.p * s.cols;
-#pragma unroll 4
-  for (int64_t i = i_begin; i < i_end; ++i, a += s.n, o += o_step) {
+// Output bytes per thread: two 16-byte vectors (one was 11% slower for per-sample gradients: block
+// overhead), or more narrower ones (each after the first found by a carry, not four divisions:
+// bfloat16 50x50 (x) 101x101 36.8 -> 28.8 us on the H100).
+constexpr int kKronBytesPerThread = 32;
+
+// out[b, i*p + k, j*q + l] = A[b, i, j] * B[b, k, l], written in memory order: thread t of block x writes
+// vectors (R*x + r) * kThreads + t, r < R, so each block writes one contiguous span and the blocks follow
+// each other through the output, as a copy does. The first vector's position (b, i, k, j, l) comes from
+// four divisions; each next one's column is kThreads vectors on (a carry), unless that leaves the row.
+// A vector's VEC columns are read as VEC / BVEC pieces of BVEC columns, each inside one B row (BVEC
+// divides q, B is aligned to it), times one A value each: BVEC = VEC is one A value and one B vector;
+// smaller pieces step into the next A column where a B row ends. Requires (n*q) % VEC == 0, so a vector
+// never crosses an output row.
+// Measured against the slot and row kernels it replaced (session 34; kron_ab.log of calls 3 and 6 in
+// benchmarks/results/session34): H200, kron 50x50 (x) 100x100 float32 27.7 -> 26.8 us (torch.compile
+// 25.6-26.2), 100x100 (x) 100x100 99.2 -> 90.8 (compile 89.7), 32x32 (x) 64x64 12.8 -> 8.2-8.9,
+// bfloat16 50x50 (x) 100x100 31.7 -> 16.4 (compile 19.3; read element by element it took 24.3), per-sample
+// gradients 245.1 -> 240.9 (compile 241.1). H100, rows of an odd number of elements (kron_flat_kernel):
+// per-sample gradients 1023 -> 1024 487 -> 337 us (compile 336), bfloat16 51x51 (x) 101x101 33.5 -> 29.4.
+template <typename T, int VEC, int BVEC, typename Div>
+__global__ void __launch_bounds__(kThreads) kron_kernel(T* __restrict__ out, const T* __restrict__ A,
+                                                        const T* __restrict__ B, const KronShape<Div> s) {
+  using Index = typename Div::Index;
+  constexpr int R = kKronBytesPerThread / (VEC * sizeof(T));
+  Index v = static_cast<Index>(blockIdx.x) * R * kThreads + threadIdx.x;
+  if (v >= s.vectors) return;
+  Index col, j, l;
+  const T *a_row, *b_row;
+  auto seek = [&] {  // the position of vector v
+    const Index row = s.by_vcols(v);
+    col = (v - row * s.vcols) * VEC;
+    const Index ai = s.by_p(row), k = row - ai * s.p;  // ai = b*m + i: A's row
+    a_row = A + ai * s.n;
+    b_row = B + (s.by_m(ai) * s.p + k) * s.q;
+    j = s.by_q(col);
+    l = col - j * s.q;
+  };
+  seek();
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
     Pack<T, VEC> pack;
-    const T ai = *a;
+    Index pj = j, pl = l;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) pack.v[e] = kron_mul(ai, b_vec.v[e]);
-    store_pack<T, VEC, !kOuter>(o, pack);
-  }
-}
-
-// VEC output columns j*q + l ... of one row when q % VEC != 0: a vector may cross into the next
-// A column, so walk (j, l) element by element.
-template <typename T, int VEC>
-__device__ __forceinline__ Pack<T, VEC> kron_pack(const T* a_row, const T* b_row, int64_t j, int64_t l,
-                                                  int64_t q) {
-  Pack<T, VEC> pack;
+    for (int piece = 0; piece < VEC / BVEC; ++piece) {
+      const T a = a_row[pj];
+      const Pack<T, BVEC> b_piece = *reinterpret_cast<const Pack<T, BVEC>*>(b_row + pl);
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    pack.v[e] = kron_mul(a_row[j], b_row[l]);
-    if (++l == q) {
-      l = 0;
-      ++j;
+      for (int e = 0; e < BVEC; ++e) pack.v[piece * BVEC + e] = kron_mul(a, b_piece.v[e]);
+      pl += BVEC;  // a multiple of BVEC, as q is: the row ends exactly at q
+      if (pl == s.q) {
+        pl = 0;
+        ++pj;
+      }
     }
-  }
-  return pack;
-}
-
-// Output (nb, m*p, n*q) when q % VEC != 0, row by row: row (b, i*p + k), column j*q + l =
-// A[b, i, j] * B[b, k, l]. blockDim = (tx, ty): tx threads across a row, VEC columns per thread,
-// ty rows per block; each thread steps by the grid's row step. Requires cols % VEC == 0 (rows
-// then start 16-byte aligned in a fresh contiguous output). Positions are split into digits once
-// per thread (32-bit divisions: the start row is below the step, the start column below
-// blockDim.x * VEC) and then moved with carries.
-template <typename T, int VEC>
-__global__ void __launch_bounds__(kThreads) kron_rows_kernel(T* __restrict__ out, const T* __restrict__ A,
-                                                             const T* __restrict__ B, const KronArgs s) {
-  const int64_t c0 = static_cast<int64_t>(threadIdx.x) * VEC, stride = static_cast<int64_t>(blockDim.x) * VEC;
-  if (c0 >= s.cols) return;  // short rows: this thread has no column
-  const int64_t j0 = div_small(c0, s.q), l0 = c0 - j0 * s.q;
-  for (RowCursor cur(static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y, s); cur.valid(s); cur.advance(s)) {
-    const T* a_row = A + cur.a_off;
-    const T* b_row = B + cur.b_off;
-    T* o_row = out + cur.o_off;
-    int64_t j = j0, l = l0;
-    for (int64_t c = c0; c < s.cols; c += stride) {
-      store_pack<T, VEC>(o_row + c, kron_pack<T, VEC>(a_row, b_row, j, l, s.q));
-      j += s.sj;
-      l += s.sl;
+    *reinterpret_cast<Pack<T, VEC>*>(out + static_cast<uint64_t>(v) * VEC) = pack;
+    if (r + 1 == R || (v += kThreads) >= s.vectors) return;
+    col += kThreads * VEC;
+    if (col < s.cols) {
+      j += s.step_j;
+      l += s.step_l;
       if (l >= s.q) {
         l -= s.q;
         ++j;
       }
+    } else {
+      seek();
     }
   }
 }
 
-// kVecB: a vector of VEC output columns lies in one B row (q % VEC == 0 and B aligned, or VEC = 1).
-template <typename T, int VEC, bool kVecB>
-void launch_kron(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B) {
-  KronArgs s{};
-  s.m = A.size(1), s.n = A.size(2), s.p = B.size(1), s.q = B.size(2);
-  s.cols = s.n * s.q, s.numel = out.numel(), s.pq = s.p * s.q;
-  const int64_t vcols = s.cols / VEC;
-  const int64_t sms = launch.multiprocessors;
-  const cudaStream_t stream = launch.stream;
-  if constexpr (kVecB) {
-    // Rows i split into chunks so that about four waves of threads (2048 per SM) share the work:
-    // enough stores in flight, short blocks, a short tail.
-    const int64_t slots = out.size(0) * s.p * vcols;
-    const int64_t slot_blocks = (slots + kThreads - 1) / kThreads;
-    // (std::runtime_error: PyTorch raises it as RuntimeError, as TORCH_CHECK's, without c10's headers)
-    if (slot_blocks >= (int64_t{1} << 31)) throw std::runtime_error("kron: output too large for one launch");
-    const int64_t threads_wanted = sms * 2048 * 4;
-    int64_t chunks = std::clamp<int64_t>((threads_wanted + slots - 1) / slots, 1, std::min<int64_t>(s.m, 65535));
-    // Outer products (p = 1: per_sample_grad_linear) write a batch entry's rows one after another in
-    // memory: chunks of 4 rows, chunk-fastest in the grid, so the blocks that run at once write
-    // neighbouring rows, and plain stores. H200, B = 256, 1024 x 1024 float32 (session 24,
-    // results/session24/call3-4, kron_ab.py): 286 -> 245 us (torch.compile 240); kron 50x50 (x)
-    // 100x100, whose rows i are p output rows apart, gained nothing from either and keeps its layout.
-    const bool outer = s.p == 1 && slot_blocks <= 65535;
-    if (outer) chunks = std::min<int64_t>((s.m + 3) / 4, int64_t{1} << 30);
-    const int64_t rows_per_chunk = (s.m + chunks - 1) / chunks;
-    chunks = (s.m + rows_per_chunk - 1) / rows_per_chunk;
-    T* o = out.mutable_data_ptr<T>();
-    if (outer) {
-      kron_slots_kernel<T, VEC, true><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(slot_blocks)),
-                                        kThreads, 0, stream>>>(o, A.const_data_ptr<T>(), B.const_data_ptr<T>(), s,
-                                                               slots, rows_per_chunk);
-    } else {
-      kron_slots_kernel<T, VEC, false><<<dim3(static_cast<unsigned>(slot_blocks), static_cast<unsigned>(chunks)),
-                                         kThreads, 0, stream>>>(o, A.const_data_ptr<T>(), B.const_data_ptr<T>(), s,
-                                                                slots, rows_per_chunk);
+// The same product where output rows do not split into 16-byte vectors ((n*q) % VEC != 0): the output
+// is cut into 16-byte vectors regardless, and each vector's elements are walked one by one, carrying
+// (l, j) within a row and (k, i, b) into the next row. Each vector's start takes five divisions.
+template <typename T, typename Div>
+__global__ void __launch_bounds__(kThreads) kron_flat_kernel(T* __restrict__ out, const T* __restrict__ A,
+                                                             const T* __restrict__ B, const KronShape<Div> s,
+                                                             const typename Div::Index numel) {
+  using Index = typename Div::Index;
+  constexpr int VEC = 16 / sizeof(T), R = kKronBytesPerThread / 16;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const Index e = ((static_cast<Index>(blockIdx.x) * R + r) * kThreads + threadIdx.x) * VEC;
+    if (e >= numel) return;
+    const Index row = s.by_cols(e), ai = s.by_p(row), b = s.by_m(ai);
+    Index col = e - row * s.cols, k = row - ai * s.p, i = ai - b * s.m, j = s.by_q(col), l = col - j * s.q;
+    const T* a_row = A + ai * s.n;
+    const T* b_row = B + (b * s.p + k) * s.q;
+    Index bp = b * s.p;  // b*p, moved with b
+    const Index count = numel - e < VEC ? numel - e : VEC;  // the last vector may be partial
+    Pack<T, VEC> pack;
+#pragma unroll
+    for (int x = 0; x < VEC; ++x) {
+      if (x < count) pack.v[x] = kron_mul(a_row[j], b_row[l]);
+      if (++l == s.q) {
+        l = 0;
+        if (++j == s.n) {  // the next output row
+          j = 0;
+          if (++k == s.p) {
+            k = 0;
+            if (++i == s.m) {
+              i = 0;
+              bp += s.p;
+            }
+            a_row += s.n;  // A's next row (b*m + i)
+          }
+          b_row = B + (bp + k) * s.q;
+        }
+      }
     }
+    if (count == VEC) {
+      *reinterpret_cast<Pack<T, VEC>*>(out + static_cast<uint64_t>(e)) = pack;
+    } else {
+      for (Index x = 0; x < count; ++x) out[static_cast<uint64_t>(e) + x] = pack.v[x];
+    }
+  }
+}
+
+template <typename T, int VEC, int BVEC>
+void launch_kron(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B) {
+  const int64_t m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2), numel = out.numel();
+  const int64_t per_block = int64_t{kThreads} * (kKronBytesPerThread / (VEC * sizeof(T)));
+  const int64_t blocks = (numel / VEC + per_block - 1) / per_block;
+  if (blocks == 0) return;
+  // (std::runtime_error: PyTorch raises it as RuntimeError, as TORCH_CHECK's, without c10's headers)
+  if (blocks > INT32_MAX) throw std::runtime_error("kron: output too large for one launch");
+  auto run = [&](const auto& shape) {
+    kron_kernel<T, VEC, BVEC><<<static_cast<unsigned>(blocks), kThreads, 0, launch.stream>>>(
+        out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), shape);
+  };
+  // Below 2^31 output elements every index (output, A's and B's, which are no larger) fits in 31 bits.
+  if (numel < (int64_t{1} << 31)) {
+    run(KronShape<Div32>(m, n, p, q, numel, VEC, kThreads * VEC));
   } else {
-    int tx = 32;
-    while (tx < kThreads && tx < vcols) tx *= 2;  // short rows: several rows per block
-    const int ty = kThreads / tx;
-    s.sj = tx * VEC / s.q;
-    s.sl = tx * VEC - s.sj * s.q;
-    // Enough blocks for the work, up to 32 per SM (more than fit at once: the tail stays short).
-    const int64_t rows = s.numel / s.cols;
-    const int64_t blocks = std::min<int64_t>((rows + ty - 1) / ty, sms * 32);
-    const int64_t step = blocks * ty;
-    if (step > INT32_MAX) throw std::logic_error("kron: row step too large for the 32-bit start split");
-    const int64_t ai = step / s.p, db = ai / s.m;
-    s.step_i = ai - db * s.m;
-    s.step_k = step - ai * s.p;
-    s.step_a = ai * s.n;
-    s.step_b = (db * s.p + s.step_k) * s.q;
-    s.step_o = step * s.cols;
-    kron_rows_kernel<T, VEC><<<static_cast<unsigned>(blocks), dim3(tx, ty), 0, stream>>>(
-        out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), s);
+    run(KronShape<Div64>(m, n, p, q, numel, VEC, kThreads * VEC));
   }
   JK_CUDA_LAUNCH_CHECK(launch);
 }
@@ -426,21 +388,52 @@ void split_bf16x3_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, double s
   JK_CUDA_LAUNCH_CHECK(launch);
 }
 
+template <typename T>
+void launch_kron_flat(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A,
+                      const jk::CudaTensor& B) {
+  constexpr int VEC = 16 / sizeof(T);
+  const int64_t m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2), numel = out.numel();
+  const int64_t per_block = int64_t{kThreads} * (kKronBytesPerThread / 16) * VEC;
+  const int64_t blocks = (numel + per_block - 1) / per_block;
+  if (blocks == 0) return;
+  if (blocks > INT32_MAX) throw std::runtime_error("kron: output too large for one launch");
+  auto run = [&](const auto& shape, int64_t elements) {
+    kron_flat_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, launch.stream>>>(
+        out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), shape, elements);
+  };
+  if (numel < (int64_t{1} << 31) - per_block) {  // the last block's starts stay below 2^31
+    run(KronShape<Div32>(m, n, p, q, numel, 1, 0), numel);
+  } else {
+    run(KronShape<Div64>(m, n, p, q, numel, 1, 0), numel);
+  }
+  JK_CUDA_LAUNCH_CHECK(launch);
+}
+
+// The widest vectors the shape and the alignments allow: VEC (elements per store, at most 16 bytes)
+// divides n*q and out's start is aligned to it; BVEC (elements per B read, at most VEC) divides q and
+// B's start is aligned to it (every row's start then is too). Each halves until it fits; where rows
+// would take one element per store, kron_flat_kernel writes 16-byte vectors across rows instead.
+template <typename T, int VEC = 16 / sizeof(T), int BVEC = VEC>
+void launch_kron_widest(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A,
+                        const jk::CudaTensor& B) {
+  auto fits = [](int64_t extent, const void* start, int width) {
+    return extent % width == 0 && reinterpret_cast<uintptr_t>(start) % (width * sizeof(T)) == 0;
+  };
+  if constexpr (BVEC == VEC && VEC > 1) {
+    if (!fits(A.size(2) * B.size(2), out.const_data_ptr<T>(), VEC))
+      return launch_kron_widest<T, VEC / 2, VEC / 2>(launch, out, A, B);
+  }
+  if constexpr (BVEC > 1) {
+    if (!fits(B.size(2), B.const_data_ptr<T>(), BVEC)) return launch_kron_widest<T, VEC, BVEC / 2>(launch, out, A, B);
+  }
+  if constexpr (VEC == 1) {
+    if (jk::aligned16(out.const_data_ptr<T>())) return launch_kron_flat<T>(launch, out, A, B);
+  }
+  launch_kron<T, VEC, BVEC>(launch, out, A, B);
+}
+
 void kron_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B) {
-  const int64_t cols = A.size(2) * B.size(2), q = B.size(2);
-  jk::dispatch_float(out.scalar_type(), [&](auto zero) {
-    using scalar_t = decltype(zero);
-    constexpr int vec = 16 / sizeof(scalar_t);
-    if (cols % vec == 0 && jk::aligned16(out.const_data_ptr<scalar_t>())) {
-      if (q % vec == 0 && jk::aligned16(B.const_data_ptr<scalar_t>())) {
-        launch_kron<scalar_t, vec, true>(launch, out, A, B);  // common case: vector loads of B rows
-      } else {
-        launch_kron<scalar_t, vec, false>(launch, out, A, B);
-      }
-    } else {
-      launch_kron<scalar_t, 1, true>(launch, out, A, B);  // one element per "vector": always inside one B row
-    }
-  });
+  jk::dispatch_float(out.scalar_type(), [&](auto zero) { launch_kron_widest<decltype(zero)>(launch, out, A, B); });
 }
 
 }  // namespace linalg
