@@ -154,7 +154,7 @@ constexpr int kKronBytesPerThread = 32;
 // never crosses an output row.
 // Measured against the slot and row kernels it replaced (session 34; kron_ab.log of calls 3 and 6 in
 // benchmarks/results/session34): H200, kron 50x50 (x) 100x100 float32 27.7 -> 26.8 us (torch.compile
-// 25.6-26.2), 100x100 (x) 100x100 99.2 -> 90.8 (compile 89.7), 32x32 (x) 64x64 12.8 -> 8.2-8.9,
+// 26.1 with a clean L2), 100x100 (x) 100x100 99.2 -> 90.8 (compile 89.7), 32x32 (x) 64x64 12.8 -> 8.2-8.9,
 // bfloat16 50x50 (x) 100x100 31.7 -> 16.4 (compile 19.3; read element by element it took 24.3), per-sample
 // gradients 245.1 -> 240.9 (compile 241.1). H100, rows of an odd number of elements (kron_flat_kernel):
 // per-sample gradients 1023 -> 1024 487 -> 337 us (compile 336), bfloat16 51x51 (x) 101x101 33.5 -> 29.4.
