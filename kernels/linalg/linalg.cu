@@ -256,25 +256,34 @@ __global__ void __launch_bounds__(kThreads) kron_flat_kernel(T* __restrict__ out
   }
 }
 
-template <typename T, int VEC, int BVEC>
-void launch_kron(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B) {
+// Launches one of the kron kernels over out, kKronBytesPerThread a thread: launch_with(shape, blocks), with
+// 32-bit indices (Div32) where every index a kernel forms stays below 2^31 (each is below numel +
+// elements_per_block; output, A and B indices are no larger), else 64-bit ones. The shape counts the
+// output in vectors of vec elements, a thread's next vector kThreads vectors on.
+template <typename T, typename LaunchWith>
+void launch_kron_grid(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A,
+                      const jk::CudaTensor& B, int vec, LaunchWith launch_with) {
   const int64_t m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2), numel = out.numel();
-  const int64_t per_block = int64_t{kThreads} * (kKronBytesPerThread / (VEC * sizeof(T)));
-  const int64_t blocks = (numel / VEC + per_block - 1) / per_block;
+  const int64_t elements_per_block = int64_t{kThreads} * kKronBytesPerThread / sizeof(T);
+  const int64_t blocks = (numel + elements_per_block - 1) / elements_per_block;
   if (blocks == 0) return;
   // (std::runtime_error: PyTorch raises it as RuntimeError, as TORCH_CHECK's, without c10's headers)
   if (blocks > INT32_MAX) throw std::runtime_error("kron: output too large for one launch");
-  auto run = [&](const auto& shape) {
-    kron_kernel<T, VEC, BVEC><<<static_cast<unsigned>(blocks), kThreads, 0, launch.stream>>>(
-        out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), shape);
-  };
-  // Below 2^31 output elements every index (output, A's and B's, which are no larger) fits in 31 bits.
-  if (numel < (int64_t{1} << 31)) {
-    run(KronShape<Div32>(m, n, p, q, numel, VEC, kThreads * VEC));
+  const int64_t step = int64_t{kThreads} * vec;
+  if (numel + elements_per_block <= (int64_t{1} << 31)) {
+    launch_with(KronShape<Div32>(m, n, p, q, numel, vec, step), static_cast<unsigned>(blocks));
   } else {
-    run(KronShape<Div64>(m, n, p, q, numel, VEC, kThreads * VEC));
+    launch_with(KronShape<Div64>(m, n, p, q, numel, vec, step), static_cast<unsigned>(blocks));
   }
   JK_CUDA_LAUNCH_CHECK(launch);
+}
+
+template <typename T, int VEC, int BVEC>
+void launch_kron(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B) {
+  launch_kron_grid<T>(launch, out, A, B, VEC, [&](const auto& shape, unsigned blocks) {
+    kron_kernel<T, VEC, BVEC><<<blocks, kThreads, 0, launch.stream>>>(out.mutable_data_ptr<T>(), A.const_data_ptr<T>(),
+                                                                      B.const_data_ptr<T>(), shape);
+  });
 }
 
 // Diagonal input gets the exact elementwise answer (linalg.cpp, finish_diagonal). A warp per row
@@ -391,22 +400,10 @@ void split_bf16x3_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, double s
 template <typename T>
 void launch_kron_flat(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A,
                       const jk::CudaTensor& B) {
-  constexpr int VEC = 16 / sizeof(T);
-  const int64_t m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2), numel = out.numel();
-  const int64_t per_block = int64_t{kThreads} * (kKronBytesPerThread / 16) * VEC;
-  const int64_t blocks = (numel + per_block - 1) / per_block;
-  if (blocks == 0) return;
-  if (blocks > INT32_MAX) throw std::runtime_error("kron: output too large for one launch");
-  auto run = [&](const auto& shape, int64_t elements) {
-    kron_flat_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, launch.stream>>>(
-        out.mutable_data_ptr<T>(), A.const_data_ptr<T>(), B.const_data_ptr<T>(), shape, elements);
-  };
-  if (numel < (int64_t{1} << 31) - per_block) {  // the last block's starts stay below 2^31
-    run(KronShape<Div32>(m, n, p, q, numel, 1, 0), numel);
-  } else {
-    run(KronShape<Div64>(m, n, p, q, numel, 1, 0), numel);
-  }
-  JK_CUDA_LAUNCH_CHECK(launch);
+  launch_kron_grid<T>(launch, out, A, B, 1, [&](const auto& shape, unsigned blocks) {  // vectors of 1: numel
+    kron_flat_kernel<T><<<blocks, kThreads, 0, launch.stream>>>(out.mutable_data_ptr<T>(), A.const_data_ptr<T>(),
+                                                                B.const_data_ptr<T>(), shape, shape.vectors);
+  });
 }
 
 // The widest vectors the shape and the alignments allow: VEC (elements per store, at most 16 bytes)
