@@ -49,6 +49,24 @@ def test_float16_every_value_and_rounding_exact(device):
         torch.testing.assert_close(fused.relu_add(a, b, bias), expected, atol=0, rtol=0, equal_nan=True)
 
 
+def test_bfloat16_every_value_and_rounding_exact(device):
+    # The bfloat16 twin of the test above: every bit pattern through relu and back, then sums over
+    # bfloat16's whole range (subnormals to past the largest value), rounded once to nearest even. An
+    # odd length, so both the vector loop and its scalar tail run.
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).to(device)
+    out = fused.relu_add(x, torch.zeros_like(x), 0.0)
+    torch.testing.assert_close(out, torch.relu(x.float()).bfloat16(), atol=0, rtol=0, equal_nan=True)
+    g = torch.Generator().manual_seed(0)
+
+    def spread(n):  # magnitudes from 2^-140 (below the smallest subnormal) to 2^127
+        return torch.randn(n, generator=g).mul(torch.exp2(torch.randint(-140, 128, (n,), generator=g).float()))
+
+    for bias in [0.0, 3.0000001, -3.3e38, 3.39e38, 1e-39]:
+        a, b = spread((1 << 18) + 7).bfloat16().to(device), spread((1 << 18) + 7).bfloat16().to(device)
+        expected = (torch.relu(a.float()) + b.float() + bias).bfloat16()
+        torch.testing.assert_close(fused.relu_add(a, b, bias), expected, atol=0, rtol=0, equal_nan=True)
+
+
 def test_every_element_written(device):
     # A length that is not a multiple of the vector width exercises the scalar tail.
     x, y = _inputs(4 * 1000 + 3, torch.float32, device)
