@@ -40,7 +40,7 @@ for dt in (torch.bfloat16, torch.float16):
     b = new["fused"].relu_add(allbits, other, 0.25)
     assert torch.equal(a.view(torch.int16), b.view(torch.int16)), dt
 print("every bit pattern: same bits", flush=True)
-for threads in (1, 2):
+for threads in [int(t) for t in sys.argv[1:]] or [1, 2]:
     torch.set_num_threads(threads)
     print(f"threads {threads}")
     for label, call, cfn in cases:
