@@ -345,15 +345,15 @@ inline float mish_cpu(float h) {
 }
 inline double mish_cpu(double h) { return mish(h); }
 
-// out = Mish(GroupNorm(y)) for the convolution's output y (B, C, L), contiguous, of out's dtype; one task
-// per (batch, group), the statistics in double.
-template <typename scalar_t>
+// out = Mish(GroupNorm(y)) for the convolution's output y (B, C, L), contiguous, of dtype Y (out's, or
+// float for a float16 out); one task per (batch, group), the statistics in double.
+template <typename scalar_t, typename Y = scalar_t>
 void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
                  int64_t groups, double eps) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t batch = y.size(0), channels = y.size(1), length = y.size(2);
   const int64_t cg = channels / groups, n = cg * length;
-  const scalar_t* src = y.const_data_ptr<scalar_t>();
+  const Y* src = y.const_data_ptr<Y>();
   const scalar_t* gamma = gn_weight.const_data_ptr<scalar_t>();
   const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
@@ -410,11 +410,21 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
     return out;
   }
 #endif
-  // The CPU convolution runs in x's dtype, as eager's does (oneDNN accumulates half types in float32
-  // and rounds its output to them, as cuDNN does above), then one fused pass. Converting half-type
-  // inputs to float32 instead took 2.2-2.4 ms at B=8 256->512 L=16 against eager's 0.4-1.0 ms (2 cores,
-  // session 21): allocating the 1.3 MB float32 weight each call made the float32 convolution itself
-  // 2.5x slower (0.95 -> 2.4 ms; a clone of an unused tensor did the same), not the conversion (0.05 ms).
+  // The CPU convolution runs in x's dtype, as eager's does (oneDNN accumulates bfloat16 in float32 and
+  // rounds its output to it, as cuDNN does above), then one fused pass. Converting bfloat16 inputs to
+  // float32 instead took 2.2-2.4 ms at B=8 256->512 L=16 against eager's 0.4-1.0 ms (2 cores, session
+  // 21): allocating the 1.3 MB float32 weight each call made the float32 convolution itself 2.5x slower
+  // (0.95 -> 2.4 ms; a clone of an unused tensor did the same), not the conversion (0.05 ms).
+  // float16 is the other way round: PyTorch's CPU float16 convolution has no fast path on CPUs without
+  // AVX512-FP16 (dev machine, AMD EPYC, torch 2.14, one thread: 39 ms at that shape against 1.9 ms in
+  // float32 with the conversions, 317 against 14 ms at B=64), so float16 convolves in float32 and the
+  // fused pass reads the float32 result (as the CUDA direct kernel's: no rounding in between).
+  if (x.scalar_type() == at::kHalf) {
+    const std::optional<at::Tensor> b32 = bc.has_value() ? std::optional<at::Tensor>(bc->to(at::kFloat)) : std::nullopt;
+    const at::Tensor y = at::conv1d(xc.to(at::kFloat), wc.to(at::kFloat), b32, 1, pad).contiguous();
+    gn_mish_cpu<c10::Half, float>(out, y, gamma, beta, num_groups, eps);
+    return out;
+  }
   const at::Tensor y = at::conv1d(xc, wc, bc, 1, pad).contiguous();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_cpu", [&] {
     gn_mish_cpu<scalar_t>(out, y, gamma, beta, num_groups, eps);
