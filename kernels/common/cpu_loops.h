@@ -189,6 +189,23 @@ __attribute__((target("avx512f"))) void cpu_loop16_avx512(T* out, int64_t n, Op 
 }
 #endif
 
+// Whether PyTorch's CPU convolution and matrix product are fast in `dtype`. For float16 and bfloat16
+// they are only through oneDNN: bfloat16 where the CPU has AVX-512 BW, VL and DQ (PyTorch's own test
+// for it), float16 with AVX512-FP16, not counted on here. Without it they ran 24-130x slower than in
+// float32 (session 35, results/session35: float16 on an AMD EPYC; bfloat16 with oneDNN held to AVX2),
+// so the ops that call them (conv1d_gn_mish, the wide Gaussian) convert such inputs to float32.
+inline bool cpu_products_fast(at::ScalarType dtype) {
+  if (dtype == at::kHalf) return false;
+  if (dtype != at::kBFloat16) return true;
+#if defined(JK_CPU_AVX512)
+  static const bool fast = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                           __builtin_cpu_supports("avx512dq");
+  return fast;
+#else
+  return true;  // elsewhere (ARM), PyTorch's bfloat16 products have their own fast paths
+#endif
+}
+
 // float16 / bfloat16: one pass with AVX-512 where the CPU has it (cpu_loop16_avx512); otherwise a
 // chunk of each input is widened to float, the op runs on floats, and the results are narrowed once.
 // Each of the three is a plain vectorized loop; op(T...) element by element converted in scalar code

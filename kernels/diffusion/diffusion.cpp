@@ -346,7 +346,7 @@ inline float mish_cpu(float h) {
 inline double mish_cpu(double h) { return mish(h); }
 
 // out = Mish(GroupNorm(y)) for the convolution's output y (B, C, L), contiguous, of dtype Y (out's, or
-// float for a float16 out); one task per (batch, group), the statistics in double.
+// float for a half-type out convolved in float32); one task per (batch, group), the statistics in double.
 template <typename scalar_t, typename Y = scalar_t>
 void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
                  int64_t groups, double eps) {
@@ -415,14 +415,17 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
   // float32 instead took 2.2-2.4 ms at B=8 256->512 L=16 against eager's 0.4-1.0 ms (2 cores, session
   // 21): allocating the 1.3 MB float32 weight each call made the float32 convolution itself 2.5x slower
   // (0.95 -> 2.4 ms; a clone of an unused tensor did the same), not the conversion (0.05 ms).
-  // float16 is the other way round: PyTorch's CPU float16 convolution has no fast path on CPUs without
-  // AVX512-FP16 (dev machine, AMD EPYC, torch 2.14, one thread: 39 ms at that shape against 1.9 ms in
-  // float32 with the conversions, 317 against 14 ms at B=64), so float16 convolves in float32 and the
-  // fused pass reads the float32 result (as the CUDA direct kernel's: no rounding in between).
-  if (x.scalar_type() == at::kHalf) {
+  // float16 (and bfloat16 where oneDNN has no bfloat16 path: jk::cpu_products_fast) the other way round:
+  // PyTorch's own convolution is then far slower than in float32 (dev machine, AMD EPYC, torch 2.14, one
+  // thread, float16: 39 ms at that shape against 1.9 ms in float32 with the conversions, 317 against 14 ms
+  // at B=64), so these convolve in float32 and the fused pass reads the float32 result (as the CUDA
+  // direct kernel's: no rounding in between).
+  if (!jk::cpu_products_fast(x.scalar_type())) {
     const std::optional<at::Tensor> b32 = bc.has_value() ? std::optional<at::Tensor>(bc->to(at::kFloat)) : std::nullopt;
     const at::Tensor y = at::conv1d(xc.to(at::kFloat), wc.to(at::kFloat), b32, 1, pad).contiguous();
-    gn_mish_cpu<c10::Half, float>(out, y, gamma, beta, num_groups, eps);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv1d_gn_mish_cpu", [&] {
+      gn_mish_cpu<scalar_t, float>(out, y, gamma, beta, num_groups, eps);
+    });
     return out;
   }
   const at::Tensor y = at::conv1d(xc, wc, bc, 1, pad).contiguous();

@@ -90,11 +90,13 @@ LangevinUpdate<double> make_update(double a, double tau, std::optional<double> c
 // Large D (and the CPU in float32/float64) goes through a matrix product: S = (x − μ)·Psym,
 // score = −S, energy = ½ Σ (x − μ)·S.
 at::Tensor gaussian_matmul(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, bool energy) {
-  // PyTorch's CPU float16 matrix product has no fast path on CPUs without AVX512-FP16 (dev machine, AMD
-  // EPYC, torch 2.14: 4096x256 @ 256x256 took 174 ms in float16 against 4.2 in float32), so float16 rows
-  // on the CPU take the float32 route and are rounded once at the end.
-  if (x.is_cpu() && x.scalar_type() == at::kHalf) {
-    return gaussian_matmul(x.to(at::kFloat), mean.to(at::kFloat), precision.to(at::kFloat), energy).to(at::kHalf);
+  // Where PyTorch's CPU matrix product is slow in x's dtype (float16; bfloat16 without oneDNN's path:
+  // jk::cpu_products_fast), rows take the float32 route and are rounded once at the end (dev machine, AMD
+  // EPYC, torch 2.14: 4096x256 @ 256x256 took 174 ms in float16 against 4.2 in float32).
+  if (x.is_cpu() && !jk::cpu_products_fast(x.scalar_type())) {
+    const at::Tensor result =
+        gaussian_matmul(x.to(at::kFloat), mean.to(at::kFloat), precision.to(at::kFloat), energy);
+    return result.to(x.scalar_type());
   }
   if (!energy) return at::matmul(mean.sub(x), symmetrized(precision));  // −(x − μ)·Psym, no pass to negate
   const at::Tensor diff = x.sub(mean);
