@@ -16,7 +16,7 @@
 #define JK_CPU_AVX512 1
 #endif
 
-#if defined(__F16C__) || defined(JK_CPU_AVX512)
+#if defined(__AVX__) || defined(JK_CPU_AVX512)
 #include <immintrin.h>
 #endif
 
@@ -71,18 +71,57 @@ inline T from_opmath(A v) {
   }
 }
 
+#if defined(__AVX__)
+// 8 values of T as floats (exact), and back (rounded to nearest even: c10's results, with bfloat16 NaN
+// to 0x7fc0): float32 as is, bfloat16 by shifts (AVX2), float16 by F16C's conversions (the loader adds
+// -mavx2 -mfma -mf16c on hosts with them). kVector8<T>: whether T has both here.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+#if defined(__AVX2__)
+inline __m256 load8(const c10::BFloat16* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+inline void store8(c10::BFloat16* p, __m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i bias = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1)),
+                                        _mm256_set1_epi32(0x7fff));
+  __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  rounded = _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7fc0), _mm256_castps_si256(nan));
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);  // 8 words, in order
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
+#endif
+#if defined(__F16C__)
+inline __m256 load8(const c10::Half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline void store8(c10::Half* p, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+#endif
+template <typename T>
+constexpr bool kVector8 = std::is_same_v<T, float>
+#if defined(__AVX2__)
+                          || std::is_same_v<T, c10::BFloat16>
+#endif
+#if defined(__F16C__)
+                          || std::is_same_v<T, c10::Half>
+#endif
+    ;
+#endif
+
 // m values of T in their opmath type A (float for the 16-bit types), and back (rounded to nearest
-// even). float16 goes 8 at a time through F16C's vector conversions where the build has them (the
-// loader adds -mf16c on hosts with it): ~8x faster than the scalar forms, c10's included (0.05
-// against 0.4 ns a value, session 21), with the same values as c10's F16C conversions.
+// even). float16 goes 8 at a time through F16C (load8 / store8) where the build has it: ~8x faster than
+// the scalar forms, c10's included (0.05 against 0.4 ns a value, session 21). bfloat16's plain loops
+// vectorize by themselves, and 8 at a time by hand was 3-8% slower on long runs (session 35).
 template <typename T, typename A>
 inline void widen(const T* in, A* out, int64_t m) {
   int64_t j = 0;
 #if defined(__F16C__)
-  if constexpr (std::is_same_v<T, c10::Half>) {
-    for (; j + 8 <= m; j += 8) {
-      _mm256_storeu_ps(out + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j))));
-    }
+  if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
+    for (; j + 8 <= m; j += 8) _mm256_storeu_ps(out + j, load8(in + j));
   }
 #endif
   for (; j < m; ++j) {
@@ -98,10 +137,8 @@ template <typename T, typename A>
 inline void narrow(const A* in, T* out, int64_t m) {
   int64_t j = 0;
 #if defined(__F16C__)
-  if constexpr (std::is_same_v<T, c10::Half>) {
-    for (; j + 8 <= m; j += 8) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm256_cvtps_ph(_mm256_loadu_ps(in + j), _MM_FROUND_TO_NEAREST_INT));
-    }
+  if constexpr (std::is_same_v<T, c10::Half> && std::is_same_v<A, float>) {
+    for (; j + 8 <= m; j += 8) store8(out + j, _mm256_loadu_ps(in + j));
   }
 #endif
   for (; j < m; ++j) out[j] = from_opmath<T>(in[j]);

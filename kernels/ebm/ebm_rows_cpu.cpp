@@ -41,58 +41,69 @@ inline void transpose8x8(__m256 (&r)[8]) {
 }
 #endif
 
+// T -> A and back for one element (16-bit types through jk's branch-free conversions).
+template <typename A, typename T>
+inline A to_opmath(T v) {
+  if constexpr (jk::kReducedFloat<T>) {
+    return jk::to_float(v);
+  } else {
+    return static_cast<A>(v);
+  }
+}
+
 // kLanes rows of D elements (row stride D) to lanes and back: lanes[i * kLanes + l] = rows[l * D + i],
-// with scale applied (the scores' sign) on the way back. float32 rows go 8 x 8 floats at a time through
-// AVX registers; element by element, the transposition cost more than the energies themselves.
+// with scale applied (the scores' sign) on the way back. float32 rows, and 16-bit ones converted on the
+// way (jk::load8 / jk::store8), go 8 x 8 at a time through AVX registers: element by element, the
+// transposition cost more than the energies themselves, and 16-bit rows widened into a buffer first
+// were slower (session 35).
 template <int64_t kLanes, typename T, typename A>
 void rows_to_lanes(const T* rows, int64_t D, A* lanes) {
-  if constexpr (jk::kReducedFloat<T>) {  // widened in one vectorized pass, then transposed as floats
-    A wide[kLanes * kCpuGaussianMaxD];
-    if (D <= kCpuGaussianMaxD) {
-      jk::widen(rows, wide, kLanes * D);
-      return rows_to_lanes<kLanes>(static_cast<const A*>(wide), D, lanes);
-    }
-  }
   int64_t c = 0;
 #if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kLanes % 8 == 0) {
+  if constexpr (jk::kVector8<T> && std::is_same_v<A, float> && kLanes % 8 == 0) {
     for (; c + 8 <= D; c += 8)
       for (int64_t l0 = 0; l0 < kLanes; l0 += 8) {
         __m256 r[8];
-        for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(rows + (l0 + l) * D + c);
+        for (int l = 0; l < 8; ++l) r[l] = jk::load8(rows + (l0 + l) * D + c);
         transpose8x8(r);
         for (int i = 0; i < 8; ++i) _mm256_storeu_ps(lanes + (c + i) * kLanes + l0, r[i]);
       }
   }
 #endif
   for (int64_t i = c; i < D; ++i)  // (i outer, here and below: measured fastest)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[i * kLanes + l] = static_cast<A>(rows[l * D + i]);
+    for (int64_t l = 0; l < kLanes; ++l) lanes[i * kLanes + l] = to_opmath<A>(rows[l * D + i]);
 }
 
 template <int64_t kLanes, typename T, typename A>
 void lanes_to_rows(const A* lanes, int64_t D, A scale, T* rows) {
-  if constexpr (jk::kReducedFloat<T>) {  // transposed as floats, then narrowed in one vectorized pass
-    A wide[kLanes * kCpuGaussianMaxD];
-    if (D <= kCpuGaussianMaxD) {
-      lanes_to_rows<kLanes>(lanes, D, scale, wide);
-      return jk::narrow(static_cast<const A*>(wide), rows, kLanes * D);
-    }
-  }
   int64_t c = 0;
 #if defined(__AVX__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<A, float> && kLanes % 8 == 0) {
+  if constexpr (jk::kVector8<T> && std::is_same_v<A, float> && kLanes % 8 == 0) {
     const __m256 factor = _mm256_set1_ps(scale);
     for (; c + 8 <= D; c += 8)
       for (int64_t l0 = 0; l0 < kLanes; l0 += 8) {
         __m256 r[8];
         for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(lanes + (c + i) * kLanes + l0);
         transpose8x8(r);
-        for (int l = 0; l < 8; ++l) _mm256_storeu_ps(rows + (l0 + l) * D + c, _mm256_mul_ps(r[l], factor));
+        for (int l = 0; l < 8; ++l) jk::store8(rows + (l0 + l) * D + c, _mm256_mul_ps(r[l], factor));
       }
   }
 #endif
   for (int64_t i = c; i < D; ++i)
     for (int64_t l = 0; l < kLanes; ++l) rows[l * D + i] = jk::from_opmath<T>(scale * lanes[i * kLanes + l]);
+}
+
+// kLanes values to T, 8 at a time through jk::store8 where it has T: a run this short of bfloat16 casts
+// stayed scalar (the double-well energy took ~2x float32's time, session 35).
+template <int64_t kLanes, typename T, typename A>
+void store_lanes(const A* v, T* out) {
+#if defined(__AVX__)
+  if constexpr (jk::kVector8<T> && std::is_same_v<A, float> && kLanes % 8 == 0) {
+    for (int64_t l = 0; l < kLanes; l += 8) jk::store8(out + l, _mm256_loadu_ps(v + l));
+    return;
+  }
+#endif
+  for (int64_t l = 0; l < kLanes; ++l) out[l] = jk::from_opmath<T>(v[l]);
 }
 
 inline int64_t row_grain(int64_t D) { return std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(D, 1)); }
@@ -114,7 +125,7 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
         rows_to_lanes<kLanes>(xp + begin * D, D, x_t.data());
         if (!score) {
           rows.energies(x_t.data(), D, energy);
-          for (int64_t l = 0; l < kLanes; ++l) op[begin + l] = jk::from_opmath<T>(energy[l]);
+          store_lanes<kLanes>(energy, op + begin);
           continue;
         }
         rows.grads(x_t.data(), g_t.data(), D);
