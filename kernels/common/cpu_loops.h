@@ -60,6 +60,15 @@ inline uint16_t narrow_half(float f) {
 
 inline float to_float(c10::Half v) { return widen_half(v.x); }
 inline float to_float(c10::BFloat16 v) { return static_cast<float>(v); }
+// A value of T as its opmath type A (the 16-bit types through to_float), the inverse of from_opmath.
+template <typename A, typename T>
+inline A to_opmath(T v) {
+  if constexpr (kReducedFloat<T>) {
+    return to_float(v);
+  } else {
+    return static_cast<A>(v);
+  }
+}
 // An opmath value (float; double for double) stored as T: float16 by narrow_half (so the loop
 // vectorizes), the other types by a cast.
 template <typename T, typename A>
@@ -124,13 +133,7 @@ inline void widen(const T* in, A* out, int64_t m) {
     for (; j + 8 <= m; j += 8) _mm256_storeu_ps(out + j, load8(in + j));
   }
 #endif
-  for (; j < m; ++j) {
-    if constexpr (kReducedFloat<T>) {
-      out[j] = to_float(in[j]);
-    } else {
-      out[j] = static_cast<A>(in[j]);
-    }
-  }
+  for (; j < m; ++j) out[j] = to_opmath<A>(in[j]);
 }
 
 template <typename T, typename A>

@@ -41,16 +41,6 @@ inline void transpose8x8(__m256 (&r)[8]) {
 }
 #endif
 
-// T -> A and back for one element (16-bit types through jk's branch-free conversions).
-template <typename A, typename T>
-inline A to_opmath(T v) {
-  if constexpr (jk::kReducedFloat<T>) {
-    return jk::to_float(v);
-  } else {
-    return static_cast<A>(v);
-  }
-}
-
 // kLanes rows of D elements (row stride D) to lanes and back: lanes[i * kLanes + l] = rows[l * D + i],
 // with scale applied (the scores' sign) on the way back. float32 rows, and 16-bit ones converted on the
 // way (jk::load8 / jk::store8), go 8 x 8 at a time through AVX registers: element by element, the
@@ -71,7 +61,7 @@ void rows_to_lanes(const T* rows, int64_t D, A* lanes) {
   }
 #endif
   for (int64_t i = c; i < D; ++i)  // (i outer, here and below: measured fastest)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[i * kLanes + l] = to_opmath<A>(rows[l * D + i]);
+    for (int64_t l = 0; l < kLanes; ++l) lanes[i * kLanes + l] = jk::to_opmath<A>(rows[l * D + i]);
 }
 
 template <int64_t kLanes, typename T, typename A>
