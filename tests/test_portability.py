@@ -1,4 +1,6 @@
-"""Every family's sources must compile as C++17 as well as C++20.
+"""Every family's sources must compile where we cannot run them: as C++17 as well as C++20, and for aarch64.
+
+C++17:
 
 torch 2.11 (the GPU machine's) builds extensions with -std=c++17; newer torch (requirements.txt's) with
 -std=c++20. A C++20-only construct in our sources then builds here and fails there (session 26: a
@@ -6,6 +8,11 @@ requires-expression in ebm.cpp took ebm down on the GPU machine). Newer torch's 
 any more, so each source is compiled with -std=c++17 and only errors reported in our files fail the test:
 the C++ halves with the C++ compiler (syntax only), the CUDA files with nvcc where it is installed (its
 front end, with no limit on the count of errors, so ours are reported after the headers').
+
+aarch64: a GH200 node is an aarch64 host beside an H100, and there the C++ half is built with g++ for ARM, with
+none of the x86 vector flags. Every x86 intrinsic and target attribute in our CPU code sits behind an
+`__x86_64__`/`__AVX__` guard; the C++ halves are compiled with aarch64-linux-gnu-g++ (syntax only, where the
+cross compiler is installed: `.ci/run` installs it) so that an unguarded one fails here, not on a user's node.
 """
 import os
 import re
@@ -22,10 +29,23 @@ import loader_build
 
 KERNELS = loader.REPO / "kernels"
 COMPILER = shutil.which("c++") or shutil.which("g++")
+ARM_COMPILER = shutil.which("aarch64-linux-gnu-g++")
 CUDA_HOME = loader_build._cuda_home()
 NVCC = CUDA_HOME / "bin" / "nvcc" if CUDA_HOME and (CUDA_HOME / "bin" / "nvcc").exists() else None
-# Ours: "path:line:col: error:" (g++) or "path(line): error:" (nvcc), path in kernels/ (absolute or not).
-OUR_ERROR = re.compile(rf"({re.escape(str(KERNELS))}|kernels)/\S+?(:\d+:\d+|\(\d+\)): error")
+# Ours: "path:line:col: [fatal ]error:" (g++) or "path(line): error:" (nvcc), path in kernels/ (absolute or not).
+OUR_ERROR = re.compile(rf"({re.escape(str(KERNELS))}|kernels)/\S+?(:\d+:\d+|\(\d+\)): (fatal )?error")
+
+
+def _compile_for_aarch64(source: Path) -> str:
+    """The cross compiler's output for the C++ half `source`, with the CUDA half's code in (a GH200 build)
+    and the standard and flags this torch builds with, less the x86 ones (`-m...`)."""
+    includes = [flag for path in cpp_extension.include_paths() for flag in ("-isystem", path)]
+    cuda = ["-DJK_WITH_CUDA", "-isystem", str(CUDA_HOME / "include")] if CUDA_HOME else []
+    flags = [flag for flag in loader.CXX_FLAGS if not flag.startswith("-m")]
+    command = [ARM_COMPILER, "-std=c++20", "-fsyntax-only", *flags, *cuda, *includes, "-I", str(KERNELS / "common"),
+               "-I", str(source.parent), str(source)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    return result.stdout + result.stderr
 
 
 def _compile_cxx17(source: Path) -> str:
@@ -47,12 +67,13 @@ def _errors_in_our_files(output: str) -> list[str]:
     return [line for line in output.splitlines() if OUR_ERROR.match(line)]
 
 
-def _check(sources: list[Path]) -> None:
+def _check(sources: list[Path], compile_one=_compile_cxx17,
+           what: str = "C++20-only code in a family (torch 2.11 compiles it as C++17)") -> None:
     assert sources, "no family sources found"
     with ThreadPoolExecutor(max_workers=2) as pool:
-        outputs = list(pool.map(_compile_cxx17, sources))
+        outputs = list(pool.map(compile_one, sources))
     errors = [error for output in outputs for error in _errors_in_our_files(output)]
-    assert not errors, "C++20-only code in a family (torch 2.11 compiles it as C++17):\n" + "\n".join(errors[:20])
+    assert not errors, f"{what}:\n" + "\n".join(errors[:20])
 
 
 @pytest.mark.skipif(COMPILER is None, reason="no C++ compiler")
@@ -85,3 +106,21 @@ def test_the_check_sees_a_cxx20_construct(tmp_path, suffix):
     broken.write_text(broken.read_text() + "\ntemplate <typename T> concept AnyType = true;\n")
     output = _compile_cxx17(broken).replace(str(tmp_path / "kernels"), str(KERNELS))
     assert any("concept" in error for error in _errors_in_our_files(output)), output[-2000:]
+
+
+@pytest.mark.skipif(ARM_COMPILER is None, reason="no aarch64 cross compiler (apt install g++-aarch64-linux-gnu)")
+def test_cpp_halves_compile_for_aarch64():
+    _check(sorted(KERNELS.glob("*/*.cpp")), _compile_for_aarch64,
+           "x86-only code outside its guards (a GH200's aarch64 host cannot build it)")
+
+
+@pytest.mark.skipif(ARM_COMPILER is None, reason="no aarch64 cross compiler")
+def test_the_aarch64_check_sees_an_unguarded_intrinsic(tmp_path):
+    """An AVX intrinsic outside the guards is an error in our file (the check can fail)."""
+    shutil.copytree(KERNELS / "fused", tmp_path / "kernels" / "fused", ignore=shutil.ignore_patterns("__pycache__"))
+    broken = tmp_path / "kernels" / "fused" / "fused.cpp"
+    broken.write_text(broken.read_text() + "\nstatic const bool jk_has_avx2 = __builtin_cpu_supports(\"avx2\");\n"
+                      "static auto jk_zeros() { return _mm256_setzero_ps(); }\n")
+    output = _compile_for_aarch64(broken).replace(str(tmp_path / "kernels"), str(KERNELS))
+    errors = _errors_in_our_files(output)
+    assert any("_mm256_setzero_ps" in error for error in errors), output[-2000:]
