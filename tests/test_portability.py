@@ -1,8 +1,6 @@
 """Every family's sources must compile where we cannot run them: as C++17 as well as C++20, and for aarch64.
 
-C++17:
-
-torch 2.11 (the GPU machine's) builds extensions with -std=c++17; newer torch (requirements.txt's) with
+C++17: torch 2.11 (the GPU machine's) builds extensions with -std=c++17; newer torch (requirements.txt's) with
 -std=c++20. A C++20-only construct in our sources then builds here and fails there (session 26: a
 requires-expression in ebm.cpp took ebm down on the GPU machine). Newer torch's own headers are not C++17
 any more, so each source is compiled with -std=c++17 and only errors reported in our files fail the test:
