@@ -1,4 +1,8 @@
 """Family `fused`: relu_add against its reference, autograd, opcheck, compile, CUDA graphs, bad input."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -65,6 +69,18 @@ def test_bfloat16_every_value_and_rounding_exact(device):
         a, b = spread((1 << 18) + 7).bfloat16().to(device), spread((1 << 18) + 7).bfloat16().to(device)
         expected = (torch.relu(a.float()) + b.float() + bias).bfloat16()
         torch.testing.assert_close(fused.relu_add(a, b, bias), expected, atol=0, rtol=0, equal_nan=True)
+
+
+def test_16bit_cpu_loops_without_avx512():
+    """On a CPU with AVX-512 the 16-bit elementwise loop runs in its AVX-512 form; JITKERNELS_CPU_AVX512=0
+    selects the AVX2 form, which CPUs without AVX-512 run. The bit-exact tests above and ebm's separable
+    models (the other users of the loop), on the CPU, again in a process with it set."""
+    tests = [str(loader.REPO / "tests" / name) for name in ("test_fused.py", "test_ebm.py")]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests,
+         "-k", "(every_value or local_energy_and_score) and cpu"],
+        env=os.environ | {"JITKERNELS_CPU_AVX512": "0"}, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0 and " passed" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
 
 
 def test_every_element_written(device):

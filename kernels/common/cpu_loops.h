@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -178,12 +180,16 @@ struct OpmathSegment {
 };
 
 #if defined(JK_CPU_AVX512)
-// Whether this CPU and its OS run AVX-512F code (asked once). The build's flags stay the host's AVX2
-// set (loader.py): AVX-512 flags for every CPU loop made some slower (session 34), so only the 16-bit
-// elementwise loop below is built for it, through a target attribute, and chosen here at run time.
-inline bool cpu_has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
+// Whether to run the AVX-512F loop: this CPU and its OS run AVX-512F code, and JITKERNELS_CPU_AVX512
+// is not 0 (asked once; the tests set it to run the AVX2 loop on an AVX-512 machine). The build's flags
+// stay the host's AVX2 set (loader.py): AVX-512 flags for every CPU loop made some slower (session 34),
+// so only the 16-bit elementwise loop below is built for it, through a target attribute.
+inline bool use_cpu_avx512() {
+  static const bool use = [] {
+    const char* value = std::getenv("JITKERNELS_CPU_AVX512");
+    return __builtin_cpu_supports("avx512f") && !(value != nullptr && std::string(value) == "0");
+  }();
+  return use;
 }
 
 // 16 values of T to floats (exact) and back, rounded to nearest even: float16 by the conversion
@@ -209,23 +215,61 @@ __attribute__((target("avx512f"))) inline void narrow16(const float* in, c10::BF
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(rounded));
 }
 
-// The 16-bit loop in one pass over 16-value vectors: widen each input's vector, op on floats, narrow.
-// One pass keeps the values in registers where the chunked loop stores and reloads them (relu_add at
-// 2^21, one thread, chunked -> one pass: bfloat16 542 -> 409 us and float16 462 -> 285 on an AMD EPYC,
-// 907 -> 502 and 752 -> 519 on an H200 host's Xeon; the same bits; results/session35). `op` by value:
-// a reference's fields were reloaded every vector (the stores to out might have changed them).
-template <typename T, typename Op, typename... In>
-__attribute__((target("avx512f"))) void cpu_loop16_avx512(T* out, int64_t n, Op op, const In*... in) {
-  constexpr int64_t kLanes = 16;
+// 16 values of T as floats and back, for the one-pass loop below.
+struct Lanes16 {
+  static constexpr int64_t kLanes = 16;
+  template <typename T>
+  __attribute__((target("avx512f"))) static void widen(const T* in, float* out) { widen16(in, out); }
+  template <typename T>
+  __attribute__((target("avx512f"))) static void narrow(const float* in, T* out) { narrow16(in, out); }
+};
+#endif
+
+#if defined(__AVX2__) && defined(__F16C__)
+// 8 values of T as floats and back (load8 / store8), for the one-pass loop below.
+struct Lanes8 {
+  static constexpr int64_t kLanes = 8;
+  template <typename T>
+  static void widen(const T* in, float* out) { store8(out, load8(in)); }
+  template <typename T>
+  static void narrow(const float* in, T* out) { store8(out, load8(in)); }
+};
+#endif
+
+// The 16-bit loop in one pass over vectors of Lanes::kLanes values: widen each input's vector, op on
+// floats, narrow. One pass keeps the values in registers where the chunked loop stores and reloads them
+// (relu_add at 2^21, one thread, chunked -> one pass: with AVX-512, bfloat16 542 -> 409 us and float16
+// 462 -> 285 on an AMD EPYC, 907 -> 502 and 752 -> 519 on an H200 host's Xeon, results/session35; with
+// AVX2, 812 -> 672 and 491 -> 320 on the EPYC, results/session36; the same bits). `op` by value: a
+// reference's fields were reloaded every vector (the stores to out might have changed them).
+template <typename Lanes, typename T, typename Op, typename... In>
+inline void cpu_loop16_one_pass(T* out, int64_t n, Op op, const In*... in) {
+  constexpr int64_t kLanes = Lanes::kLanes;
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     float wide[sizeof...(In)][kLanes], result[kLanes];
     int k = 0;
-    (widen16(in + j, wide[k++]), ...);
+    (Lanes::widen(in + j, wide[k++]), ...);
     for (int64_t e = 0; e < kLanes; ++e) result[e] = apply_to_column(op, wide, e, std::index_sequence_for<In...>{});
-    narrow16(result, out + j);
+    Lanes::narrow(result, out + j);
   }
   for (; j < n; ++j) out[j] = from_opmath<T>(static_cast<float>(op(to_float(in[j])...)));
+}
+
+// The one-pass loop's entries, each a function of its own: `flatten` inlines the loop, its conversions
+// and the op into it, so all of it is compiled for the entry's target, and the op's loop over the lanes
+// vectorizes (inlined into the parallel_for body, relu_add's ran in scalar code with a branch a value:
+// 20x slower).
+#if defined(JK_CPU_AVX512)
+template <typename T, typename Op, typename... In>
+__attribute__((target("avx512f"), flatten)) void cpu_loop16_avx512(T* out, int64_t n, Op op, const In*... in) {
+  cpu_loop16_one_pass<Lanes16>(out, n, op, in...);
+}
+#endif
+#if defined(__AVX2__) && defined(__F16C__)
+template <typename T, typename Op, typename... In>
+__attribute__((flatten)) void cpu_loop16_avx2(T* out, int64_t n, Op op, const In*... in) {
+  cpu_loop16_one_pass<Lanes8>(out, n, op, in...);
 }
 #endif
 
@@ -246,8 +290,9 @@ inline bool cpu_products_fast(at::ScalarType dtype) {
 #endif
 }
 
-// float16 / bfloat16: one pass with AVX-512 where the CPU has it (cpu_loop16_avx512); otherwise a
-// chunk of each input is widened to float, the op runs on floats, and the results are narrowed once.
+// float16 / bfloat16: one pass with AVX-512 where the CPU has it (cpu_loop16_avx512), else with AVX2
+// and F16C where the build has them; otherwise (no AVX2: ARM, old x86) a chunk of each input is widened
+// to float, the op runs on floats, and the results are narrowed once.
 // Each of the three is a plain vectorized loop; op(T...) element by element converted in scalar code
 // (float16: 15x slower than torch.compile's loop).
 // The same result: an op computes in its opmath type (float) and rounds to T once either way.
@@ -256,7 +301,10 @@ void cpu_loop(T* out, int64_t n, Op op, const In*... in) {
   at::parallel_for(0, n, kCpuGrain, [&](int64_t begin, int64_t end) {
     if constexpr (kReducedFloat<T>) {
 #if defined(JK_CPU_AVX512)
-      if (cpu_has_avx512f()) return cpu_loop16_avx512(out + begin, end - begin, op, (in + begin)...);
+      if (use_cpu_avx512()) return cpu_loop16_avx512(out + begin, end - begin, op, (in + begin)...);
+#endif
+#if defined(__AVX2__) && defined(__F16C__)
+      return cpu_loop16_avx2(out + begin, end - begin, op, (in + begin)...);
 #endif
       constexpr int64_t kChunk = 512;
       float wide[sizeof...(In)][kChunk], result[kChunk];
