@@ -226,7 +226,7 @@ struct Lanes16 {
 #endif
 
 #if defined(__AVX2__) && defined(__F16C__)
-// 8 values of T as floats and back (load8 / store8), for the one-pass loop below.
+// 8 values of T as floats and back (load8 / store8), for the one-pass loop below (float16's: cpu_loop).
 struct Lanes8 {
   static constexpr int64_t kLanes = 8;
   template <typename T>
@@ -240,7 +240,7 @@ struct Lanes8 {
 // floats, narrow. One pass keeps the values in registers where the chunked loop stores and reloads them
 // (relu_add at 2^21, one thread, chunked -> one pass: with AVX-512, bfloat16 542 -> 409 us and float16
 // 462 -> 285 on an AMD EPYC, 907 -> 502 and 752 -> 519 on an H200 host's Xeon, results/session35; with
-// AVX2, 812 -> 672 and 491 -> 320 on the EPYC, results/session36; the same bits). `op` by value: a
+// AVX2, float16 466 -> 297 on the EPYC, results/session36; the same bits). `op` by value: a
 // reference's fields were reloaded every vector (the stores to out might have changed them).
 template <typename Lanes, typename T, typename Op, typename... In>
 inline void cpu_loop16_one_pass(T* out, int64_t n, Op op, const In*... in) {
@@ -290,9 +290,9 @@ inline bool cpu_products_fast(at::ScalarType dtype) {
 #endif
 }
 
-// float16 / bfloat16: one pass with AVX-512 where the CPU has it (cpu_loop16_avx512), else with AVX2
-// and F16C where the build has them; otherwise (no AVX2: ARM, old x86) a chunk of each input is widened
-// to float, the op runs on floats, and the results are narrowed once.
+// float16 / bfloat16: one pass with AVX-512 where the CPU has it (cpu_loop16_avx512), else float16 in
+// one pass with AVX2 and F16C where the build has them; otherwise (bfloat16 without AVX-512, ARM, old
+// x86) a chunk of each input is widened to float, the op runs on floats, and the results are narrowed once.
 // Each of the three is a plain vectorized loop; op(T...) element by element converted in scalar code
 // (float16: 15x slower than torch.compile's loop).
 // The same result: an op computes in its opmath type (float) and rounds to T once either way.
@@ -304,7 +304,9 @@ void cpu_loop(T* out, int64_t n, Op op, const In*... in) {
       if (use_cpu_avx512()) return cpu_loop16_avx512(out + begin, end - begin, op, (in + begin)...);
 #endif
 #if defined(__AVX2__) && defined(__F16C__)
-      return cpu_loop16_avx2(out + begin, end - begin, op, (in + begin)...);
+      // float16 only: bfloat16's narrowing by hand in 8-value vectors made its one-pass loop slower than
+      // the chunked one (Rastrigin's score 0.75x, relu_add level; results/session36/cpu16_avx2_ab.log).
+      if constexpr (std::is_same_v<T, c10::Half>) return cpu_loop16_avx2(out + begin, end - begin, op, (in + begin)...);
 #endif
       constexpr int64_t kChunk = 512;
       float wide[sizeof...(In)][kChunk], result[kChunk];
