@@ -63,16 +63,19 @@ def _host_vector_flags(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
 # -fno-trapping-math: no floating-point operation traps (nothing here unmasks FP exceptions), so g++
 # may compute both sides of a select and vectorize the loops with them (jk::cos_pi_float). -fopenmp:
 # at::parallel_for is a header template whose OpenMP pragma compiles into our code, and without it
-# every CPU kernel ran on one thread (found in session 8). Only where torch itself uses OpenMP (its
-# Linux builds); compile-only, so the calls bind to the libgomp torch has loaded (one runtime in
-# the process, and no libgomp needed at link time); elsewhere torch's own pool needs nothing.
+# every CPU kernel ran on one thread (found in session 8). Only on Linux and where torch itself uses
+# OpenMP; compile-only, so the calls bind to the libgomp torch has loaded (one runtime in the process,
+# and no libgomp needed at link time). Not on macOS, although its torch uses OpenMP too: Apple's clang
+# rejects -fopenmp (it wants -Xclang -fopenmp and an omp.h, which the wheel need not ship), so there the
+# CPU loops run on the calling thread (untested: no Mac here).
 # Then the host's vector extensions (above). -fvisibility=hidden: a reload loads the new library beside
 # the old one, and a static inside a template or inline function (a once-per-device flag) was a unique
 # symbol that the new library bound to the old one's copy: after a second diffusion build loaded, its
 # conv kernel skipped its own large-cluster setup and failed to launch (session 23). Hidden, each library
 # keeps its own; nothing is looked up in our libraries by name (ops register from static initializers).
 VISIBILITY_FLAGS = ["-fvisibility=hidden", "-fvisibility-inlines-hidden"]
-CXX_FLAGS = ["-O3", "-fno-math-errno", "-fno-trapping-math", *(["-fopenmp"] if torch._C.has_openmp else []),
+_OPENMP = ["-fopenmp"] if sys.platform.startswith("linux") and torch._C.has_openmp else []
+CXX_FLAGS = ["-O3", "-fno-math-errno", "-fno-trapping-math", *_OPENMP,
              *_host_vector_flags(), *VISIBILITY_FLAGS]
 # ptxas --split-compile=0: ptxas compiles a file's kernels on every core instead of one; its machine code
 # is the same, function for function (session 27: ebm.cu's, ebm_langevin.cu's and ebm_hmc.cu's SASS
