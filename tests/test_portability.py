@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -122,3 +123,27 @@ def test_the_aarch64_check_sees_an_unguarded_intrinsic(tmp_path):
     output = _compile_for_aarch64(broken).replace(str(tmp_path / "kernels"), str(KERNELS))
     errors = _errors_in_our_files(output)
     assert any("_mm256_setzero_ps" in error for error in errors), output[-2000:]
+
+
+# Runs pytest in this process after taking the x86 vector flags out of the C++ halves' flags (they are in
+# the cache key, so this is a build of its own), on the CPU only.
+_GENERIC_RUN = """
+import sys
+import loader
+import pytest
+loader.CXX_FLAGS[:] = [flag for flag in loader.CXX_FLAGS if flag not in ("-mavx2", "-mfma", "-mf16c")]
+sys.exit(pytest.main(sys.argv[1:]))
+"""
+
+
+def test_cpu_kernels_built_without_x86_vector_flags():
+    """The generic CPU code, which an aarch64 host (or an x86 one without AVX2) runs, is otherwise never run
+    here: fused and ebm built without -mavx2 -mfma -mf16c (the scalar float16 conversions, the unvectorized
+    row energies) against the bit-exact and reference tests, on the CPU."""
+    tests = [str(loader.REPO / "tests" / name) for name in ("test_fused.py", "test_ebm.py")]
+    result = subprocess.run(
+        [sys.executable, "-c", _GENERIC_RUN, "-q", "-p", "no:cacheprovider", *tests, "-k",
+         "cpu and (every_value or matches_reference or local_energy_and_score or gaussian_energy_and_score"
+         " or langevin_chain_without_noise)"],
+        cwd=loader.REPO, env=os.environ | {"JITKERNELS_CUDA": "0"}, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0 and " passed" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
