@@ -93,13 +93,17 @@ inline __m256 load8(const c10::BFloat16* p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
-inline void store8(c10::BFloat16* p, __m256 v) {
+// 8 floats rounded to bfloat16, each in the low half of its 32-bit lane.
+inline __m256i bfloat16_bits8(__m256 v) {
   const __m256i bits = _mm256_castps_si256(v);
   const __m256i bias = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1)),
                                         _mm256_set1_epi32(0x7fff));
-  __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
   const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-  rounded = _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7fc0), _mm256_castps_si256(nan));
+  return _mm256_blendv_epi8(rounded, _mm256_set1_epi32(0x7fc0), _mm256_castps_si256(nan));
+}
+inline void store8(c10::BFloat16* p, __m256 v) {
+  const __m256i rounded = bfloat16_bits8(v);
   const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);  // 8 words, in order
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
 }
@@ -226,13 +230,28 @@ struct Lanes16 {
 #endif
 
 #if defined(__AVX2__) && defined(__F16C__)
-// 8 values of T as floats and back (load8 / store8), for the one-pass loop below (float16's: cpu_loop).
-struct Lanes8 {
+// 8 float16 values as floats and back (F16C), for the one-pass loop below.
+struct HalfLanes8 {
   static constexpr int64_t kLanes = 8;
-  template <typename T>
-  static void widen(const T* in, float* out) { store8(out, load8(in)); }
-  template <typename T>
-  static void narrow(const float* in, T* out) { store8(out, load8(in)); }
+  static void widen(const c10::Half* in, float* out) { store8(out, load8(in)); }
+  static void narrow(const float* in, c10::Half* out) { store8(out, load8(in)); }
+};
+
+// 16 bfloat16 values as floats and back (AVX2), for the one-pass loop below, in the order the 16-bit
+// unpacks leave them (each 128-bit half's low four values, then its high four): an elementwise op does
+// not mind the order, and the pack in narrow puts the values back in theirs. Narrowing 8 at a time
+// instead (store8: a pack and a lane permute per 8) made the one-pass loop slower than the chunked one.
+struct BFloat16Lanes16 {
+  static constexpr int64_t kLanes = 16;
+  static void widen(const c10::BFloat16* in, float* out) {
+    const __m256i values = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in)), zero = _mm256_setzero_si256();
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_unpacklo_epi16(zero, values));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), _mm256_unpackhi_epi16(zero, values));
+  }
+  static void narrow(const float* in, c10::BFloat16* out) {
+    const __m256i low = bfloat16_bits8(_mm256_loadu_ps(in)), high = bfloat16_bits8(_mm256_loadu_ps(in + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_packus_epi32(low, high));
+  }
 };
 #endif
 
@@ -240,8 +259,9 @@ struct Lanes8 {
 // floats, narrow. One pass keeps the values in registers where the chunked loop stores and reloads them
 // (relu_add at 2^21, one thread, chunked -> one pass: with AVX-512, bfloat16 542 -> 409 us and float16
 // 462 -> 285 on an AMD EPYC, 907 -> 502 and 752 -> 519 on an H200 host's Xeon, results/session35; with
-// AVX2, float16 466 -> 297 on the EPYC, results/session36; the same bits). `op` by value: a
-// reference's fields were reloaded every vector (the stores to out might have changed them).
+// AVX2, 1.4-1.7x for both types on the EPYC, 1.8x for float16 on the Xeon, results/session36; the same
+// bits).
+// `op` by value: a reference's fields were reloaded every vector (the stores to out might have changed them).
 template <typename Lanes, typename T, typename Op, typename... In>
 inline void cpu_loop16_one_pass(T* out, int64_t n, Op op, const In*... in) {
   constexpr int64_t kLanes = Lanes::kLanes;
@@ -269,7 +289,8 @@ __attribute__((target("avx512f"), flatten)) void cpu_loop16_avx512(T* out, int64
 #if defined(__AVX2__) && defined(__F16C__)
 template <typename T, typename Op, typename... In>
 __attribute__((flatten)) void cpu_loop16_avx2(T* out, int64_t n, Op op, const In*... in) {
-  cpu_loop16_one_pass<Lanes8>(out, n, op, in...);
+  using Lanes = std::conditional_t<std::is_same_v<T, c10::Half>, HalfLanes8, BFloat16Lanes16>;
+  cpu_loop16_one_pass<Lanes>(out, n, op, in...);
 }
 #endif
 
@@ -290,9 +311,9 @@ inline bool cpu_products_fast(at::ScalarType dtype) {
 #endif
 }
 
-// float16 / bfloat16: one pass with AVX-512 where the CPU has it (cpu_loop16_avx512), else float16 in
-// one pass with AVX2 and F16C where the build has them; otherwise (bfloat16 without AVX-512, ARM, old
-// x86) a chunk of each input is widened to float, the op runs on floats, and the results are narrowed once.
+// float16 / bfloat16: one pass with AVX-512 where the CPU has it (cpu_loop16_avx512), else with AVX2
+// and F16C where the build has them (cpu_loop16_avx2); otherwise (ARM, old x86) a chunk of each input is
+// widened to float, the op runs on floats, and the results are narrowed once.
 // Each of the three is a plain vectorized loop; op(T...) element by element converted in scalar code
 // (float16: 15x slower than torch.compile's loop).
 // The same result: an op computes in its opmath type (float) and rounds to T once either way.
@@ -304,9 +325,7 @@ void cpu_loop(T* out, int64_t n, Op op, const In*... in) {
       if (use_cpu_avx512()) return cpu_loop16_avx512(out + begin, end - begin, op, (in + begin)...);
 #endif
 #if defined(__AVX2__) && defined(__F16C__)
-      // float16 only: bfloat16's narrowing by hand in 8-value vectors made its one-pass loop slower than
-      // the chunked one (Rastrigin's score 0.75x, relu_add level; results/session36/cpu16_avx2_ab.log).
-      if constexpr (std::is_same_v<T, c10::Half>) return cpu_loop16_avx2(out + begin, end - begin, op, (in + begin)...);
+      return cpu_loop16_avx2(out + begin, end - begin, op, (in + begin)...);
 #endif
       constexpr int64_t kChunk = 512;
       float wide[sizeof...(In)][kChunk], result[kChunk];
