@@ -74,9 +74,8 @@ def test_bfloat16_every_value_and_rounding_exact(device):
 def test_16bit_cpu_loops_without_avx512():
     """On a CPU with AVX-512 the 16-bit elementwise loop runs in its AVX-512 form; JITKERNELS_CPU_AVX512=0
     selects the AVX2 form, which CPUs without AVX-512 run (16 bfloat16 values a vector, in the unpacks'
-    order, packed back; 8 float16 values through F16C). The bit-exact
-    tests above and ebm's separable models (the other users of the loop), on the CPU, again in a process
-    with it set."""
+    order, packed back; 8 float16 values through F16C). The bit-exact tests above and ebm's separable
+    models (the other users of the loop), on the CPU, again in a process with it set."""
     tests = [str(loader.REPO / "tests" / name) for name in ("test_fused.py", "test_ebm.py")]
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests,
