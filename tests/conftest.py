@@ -19,6 +19,23 @@ TOLERANCES = {
 }
 
 
+def rerun_tests(files: list[str], selection: str, env_extra: dict, before: str = "", timeout: int = 1200) -> None:
+    """Run tests/<files> filtered by `-k selection` again in a fresh process with env_extra set and the
+    Python code `before` run first (say, to change loader's flags), and assert that they all pass: for
+    CPU code paths this machine would not take by itself."""
+    import subprocess
+    import sys
+
+    import loader
+
+    script = f"import sys\n{before}\nimport pytest\nsys.exit(pytest.main(sys.argv[1:]))\n"
+    tests = [str(loader.REPO / "tests" / name) for name in files]
+    command = [sys.executable, "-c", script, "-q", "-p", "no:cacheprovider", *tests, "-k", selection]
+    result = subprocess.run(command, cwd=loader.REPO, env=os.environ | env_extra, capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0 and " passed" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
+
+
 def registered_ops(family: str) -> set[str]:
     """The qualified names (namespace::op) of every op that the family's loaded build registered."""
     import loader

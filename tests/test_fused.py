@@ -1,13 +1,9 @@
 """Family `fused`: relu_add against its reference, autograd, opcheck, compile, CUDA graphs, bad input."""
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 import loader
-from conftest import TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs
+from conftest import TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, rerun_tests
 
 fused = loader.load("fused")
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -76,12 +72,8 @@ def test_16bit_cpu_loops_without_avx512():
     selects the AVX2 form, which CPUs without AVX-512 run (16 bfloat16 values a vector, in the unpacks'
     order, packed back; 8 float16 values through F16C). The bit-exact tests above and ebm's separable
     models (the other users of the loop), on the CPU, again in a process with it set."""
-    tests = [str(loader.REPO / "tests" / name) for name in ("test_fused.py", "test_ebm.py")]
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests,
-         "-k", "(every_value or local_energy_and_score) and cpu"],
-        env=os.environ | {"JITKERNELS_CPU_AVX512": "0"}, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0 and " passed" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
+    rerun_tests(["test_fused.py", "test_ebm.py"], "(every_value or local_energy_and_score) and cpu",
+                {"JITKERNELS_CPU_AVX512": "0"}, timeout=900)
 
 
 def test_every_element_written(device):

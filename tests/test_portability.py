@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,12 +24,16 @@ from torch.utils import cpp_extension
 
 import loader
 import loader_build
+from conftest import rerun_tests
 
 KERNELS = loader.REPO / "kernels"
 COMPILER = shutil.which("c++") or shutil.which("g++")
 ARM_COMPILER = shutil.which("aarch64-linux-gnu-g++")
 CUDA_HOME = loader_build._cuda_home()
 NVCC = CUDA_HOME / "bin" / "nvcc" if CUDA_HOME and (CUDA_HOME / "bin" / "nvcc").exists() else None
+TORCH_INCLUDES = [flag for path in cpp_extension.include_paths() for flag in ("-isystem", path)]
+# A C++ half with its CUDA half's code in (-DJK_WITH_CUDA), where a toolkit's headers are here.
+WITH_CUDA = ["-DJK_WITH_CUDA", "-isystem", str(CUDA_HOME / "include")] if CUDA_HOME else []
 # Ours: "path:line:col: [fatal ]error:" (g++) or "path(line): error:" (nvcc), path in kernels/ (absolute or not).
 OUR_ERROR = re.compile(rf"({re.escape(str(KERNELS))}|kernels)/\S+?(:\d+:\d+|\(\d+\)): (fatal )?error")
 
@@ -38,26 +41,23 @@ OUR_ERROR = re.compile(rf"({re.escape(str(KERNELS))}|kernels)/\S+?(:\d+:\d+|\(\d
 def _compile_for_aarch64(source: Path) -> str:
     """The cross compiler's output for the C++ half `source`, with the CUDA half's code in (a GH200 build)
     and the standard and flags this torch builds with, less the x86 ones (`-m...`)."""
-    includes = [flag for path in cpp_extension.include_paths() for flag in ("-isystem", path)]
-    cuda = ["-DJK_WITH_CUDA", "-isystem", str(CUDA_HOME / "include")] if CUDA_HOME else []
     flags = [flag for flag in loader.CXX_FLAGS if not flag.startswith("-m")]
-    command = [ARM_COMPILER, "-std=c++20", "-fsyntax-only", *flags, *cuda, *includes, "-I", str(KERNELS / "common"),
-               "-I", str(source.parent), str(source)]
+    command = [ARM_COMPILER, "-std=c++20", "-fsyntax-only", *flags, *WITH_CUDA, *TORCH_INCLUDES,
+               "-I", str(KERNELS / "common"), "-I", str(source.parent), str(source)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     return result.stdout + result.stderr
 
 
 def _compile_cxx17(source: Path) -> str:
     """The compiler's output for `source` (a .cpp or a .cu) as C++17."""
-    includes = [flag for path in cpp_extension.include_paths() for flag in ("-isystem", path)]
     ours = ["-I", str(KERNELS / "common"), "-I", str(source.parent), "-DTORCH_EXTENSION_NAME=jk_cxx17_check"]
     if source.suffix == ".cu":
         command = [str(NVCC), "-std=c++17", "-Xcudafe", "--error_limit=100000", *cpp_extension.COMMON_NVCC_FLAGS,
-                   *loader.CUDA_FLAGS, "-DJK_WITH_CUDA", "-gencode=arch=compute_90,code=sm_90", *includes, *ours,
+                   *loader.CUDA_FLAGS, "-DJK_WITH_CUDA", "-gencode=arch=compute_90,code=sm_90", *TORCH_INCLUDES, *ours,
                    "-c", str(source), "-o", os.devnull]
     else:
-        cuda = ["-DJK_WITH_CUDA", "-isystem", str(CUDA_HOME / "include")] if CUDA_HOME else []
-        command = [COMPILER, "-std=c++17", "-fsyntax-only", *loader.CXX_FLAGS, *cuda, *includes, *ours, str(source)]
+        command = [COMPILER, "-std=c++17", "-fsyntax-only", *loader.CXX_FLAGS, *WITH_CUDA, *TORCH_INCLUDES, *ours,
+                   str(source)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     return result.stdout + result.stderr
 
@@ -82,8 +82,7 @@ def test_cpp_halves_are_cxx17():
 
 def _torch_headers_are_cxx17() -> bool:
     """Whether this torch's headers compile as C++17 (torch 2.11's do): then its builds are C++17 already."""
-    includes = [flag for path in cpp_extension.include_paths() for flag in ("-isystem", path)]
-    probe = subprocess.run([COMPILER, "-std=c++17", "-fsyntax-only", *includes, "-x", "c++", "-"],
+    probe = subprocess.run([COMPILER, "-std=c++17", "-fsyntax-only", *TORCH_INCLUDES, "-x", "c++", "-"],
                            input="#include <ATen/core/TensorBase.h>\n", capture_output=True, text=True, timeout=300)
     return probe.returncode == 0
 
@@ -125,14 +124,10 @@ def test_the_aarch64_check_sees_an_unguarded_intrinsic(tmp_path):
     assert any("_mm256_setzero_ps" in error for error in errors), output[-2000:]
 
 
-# Runs pytest in this process after taking the x86 vector flags out of the C++ halves' flags (they are in
-# the cache key, so this is a build of its own), on the CPU only.
-_GENERIC_RUN = """
-import sys
+# The x86 vector flags out of the C++ halves' flags (they are in the cache key, so this is a build of its own).
+_WITHOUT_VECTOR_FLAGS = """
 import loader
-import pytest
 loader.CXX_FLAGS[:] = [flag for flag in loader.CXX_FLAGS if flag not in ("-mavx2", "-mfma", "-mf16c")]
-sys.exit(pytest.main(sys.argv[1:]))
 """
 
 
@@ -140,10 +135,6 @@ def test_cpu_kernels_built_without_x86_vector_flags():
     """The generic CPU code, which an aarch64 host (or an x86 one without AVX2) runs, is otherwise never run
     here: fused and ebm built without -mavx2 -mfma -mf16c (the scalar float16 conversions, the unvectorized
     row energies) against the bit-exact and reference tests, on the CPU."""
-    tests = [str(loader.REPO / "tests" / name) for name in ("test_fused.py", "test_ebm.py")]
-    result = subprocess.run(
-        [sys.executable, "-c", _GENERIC_RUN, "-q", "-p", "no:cacheprovider", *tests, "-k",
-         "cpu and (every_value or matches_reference or local_energy_and_score or gaussian_energy_and_score"
-         " or langevin_chain_without_noise)"],
-        cwd=loader.REPO, env=os.environ | {"JITKERNELS_CUDA": "0"}, capture_output=True, text=True, timeout=1200)
-    assert result.returncode == 0 and " passed" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
+    rerun_tests(["test_fused.py", "test_ebm.py"],
+                "cpu and (every_value or matches_reference or local_energy_and_score or gaussian_energy_and_score"
+                " or langevin_chain_without_noise)", {"JITKERNELS_CUDA": "0"}, before=_WITHOUT_VECTOR_FLAGS)
