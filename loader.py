@@ -378,7 +378,7 @@ def _load_library(spec: _Spec) -> None:
 
 # ---------------------------------------------------------------- binding
 
-_libraries: dict[str, "torch.library.Library"] = {}  # our Python kernels', kept alive: a freed one unregisters
+_libraries: dict = {}  # namespace -> the library our Python kernels register through, kept alive: a freed one unregisters
 
 
 def register_autograd(qualname: str, backward, *, setup_context, forward_formula=None) -> None:
@@ -452,14 +452,19 @@ def register_autograd(qualname: str, backward, *, setup_context, forward_formula
             return _apply_function(function, *args, keyset)
         return _below_autograd(op, keyset, args)
 
-    _library(namespace).impl(kernel_op, autograd_kernel, "Autograd", with_keyset=True)
+    _library(namespace).impl(kernel_op, "Autograd", autograd_kernel, True)  # True: with the keyset
 
 
-def _library(namespace: str) -> "torch.library.Library":
-    """The Library that our Python kernels of a build's namespace are registered through."""
+def _library(namespace: str):
+    """The dispatcher library that our Python kernels of a build's namespace are registered through: the
+    C++ object that torch.library.Library wraps, made directly. The wrapper's constructor looks up its
+    caller's source line with traceback.extract_stack in torch 2.11, which read and split all of
+    loader.py (via linecache) on every warm load: 0.2-0.3 ms on the GPU machine's host (session 37,
+    call 1-2). Its other work (a set of registered keys that refuses a second Python kernel for one op
+    and key) has nothing to do here: each build's namespace is new, and each op registers once."""
     library = _libraries.get(namespace)
     if library is None:
-        library = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
+        library = _libraries[namespace] = torch._C._dispatch_library("FRAGMENT", namespace, "", __file__, 0)
     return library
 
 
@@ -482,7 +487,7 @@ def register_vmap(qualname: str, rule) -> None:
         return custom_function_call_vmap_helper(retrieve_current_functorch_interpreter(), rule, overload(),
                                                 *args, **kwargs)
 
-    _library(namespace).impl(name, batched_kernel, "FuncTorchBatched", with_keyset=True)
+    _library(namespace).impl(name, "FuncTorchBatched", batched_kernel, True)  # True: with the keyset
 
 
 def _forward_tangent_at(args) -> int | None:
