@@ -42,20 +42,39 @@ REPO = Path(os.path.abspath(__file__)).parent
 RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its size and mtime
 
 
-def _host_vector_flags(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
-    """-mavx2 -mfma -mf16c where this CPU has them (x86 Linux: the flags line of /proc/cpuinfo). The C++
-    half is built on the machine that loads it, and the flags are part of the cache key: a cache shared
-    with a CPU without them gets its own build. The CPU loops then run 8 floats wide with fused
-    multiply-adds (session 10, 2 cores: Rastrigin score 2.6x, Langevin step 1.7x, most ops 1.1-1.9x,
-    none slower beyond noise); -march=native (AVX-512 there) made half the row reductions 2x slower."""
+def _host_vector_flags(cpuinfo_path: str | None = None) -> list[str]:
+    """-mavx2 -mfma -mf16c where this CPU has them (x86 Linux). The C++ half is built on the machine that
+    loads it, and the flags are part of the cache key: a cache shared with a CPU without them gets its
+    own build. The CPU loops then run 8 floats wide with fused multiply-adds (session 10, 2 cores:
+    Rastrigin score 2.6x, Langevin step 1.7x, most ops 1.1-1.9x, none slower beyond noise);
+    -march=native (AVX-512 there) made half the row reductions 2x slower.
+    Who answers: numpy's CPU features (its own CPUID and OS-support checks at import) where torch has
+    imported numpy, as it does whenever numpy is installed; else the flags line of /proc/cpuinfo
+    (or of cpuinfo_path), whose reading took 0.07-0.19 ms of a ~2.7 ms warm load on the GPU host
+    (session 37). The two agree (test_loader.py checks it on the machine that runs the tests)."""
+    wanted = ["-mavx2", "-mfma", "-mf16c"]
+    if cpuinfo_path is None:
+        if not sys.platform.startswith("linux"):
+            return []
+        numpy_features = _numpy_cpu_features()
+        if numpy_features is not None:
+            return wanted if all(numpy_features.get(name) for name in ("AVX2", "FMA3", "F16C")) else []
     try:
-        with open(cpuinfo_path) as cpuinfo:
+        with open(cpuinfo_path or "/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
                 if line.startswith("flags"):
-                    return ["-mavx2", "-mfma", "-mf16c"] if {"avx2", "fma", "f16c"} <= set(line.split()) else []
+                    return wanted if {"avx2", "fma", "f16c"} <= set(line.split()) else []
     except OSError:
         pass
     return []
+
+
+def _numpy_cpu_features() -> dict | None:
+    """numpy's map of CPU feature names to whether this CPU (and its OS) has them, if numpy (2.x) is
+    already imported; None otherwise (importing it here would cost more than reading /proc/cpuinfo)."""
+    core = getattr(sys.modules.get("numpy"), "_core", None)
+    features = getattr(getattr(core, "_multiarray_umath", None), "__cpu_features__", None)
+    return features if isinstance(features, dict) else None
 
 
 # The C++ standard is the one torch asks for. -fno-math-errno: sqrt need not set errno (nothing reads

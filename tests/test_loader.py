@@ -91,6 +91,19 @@ def test_host_vector_flags_follow_the_cpu(tmp_path, cpuinfo, wanted):
     assert loader._host_vector_flags(str(path)) == wanted
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the flags are read on Linux only")
+def test_host_vector_flags_from_numpy_agree_with_cpuinfo(monkeypatch):
+    """The warm path asks numpy's CPU features (no file read); /proc/cpuinfo must give the same flags."""
+    if loader._numpy_cpu_features() is None:
+        pytest.skip("torch did not import numpy here")
+    assert loader._host_vector_flags() == loader._host_vector_flags("/proc/cpuinfo")
+    # numpy's answer is the one used: a CPU it says lacks F16C gets no flags, and one with all three gets them
+    monkeypatch.setattr(loader, "_numpy_cpu_features", lambda: {"AVX2": True, "FMA3": True, "F16C": False})
+    assert loader._host_vector_flags() == []
+    monkeypatch.setattr(loader, "_numpy_cpu_features", lambda: {"AVX2": True, "FMA3": True, "F16C": True})
+    assert loader._host_vector_flags() == ["-mavx2", "-mfma", "-mf16c"]
+
+
 def test_host_vector_flags_are_in_the_cache_key(monkeypatch):
     """A cache shared with a CPU without AVX2 must not hand it a library built with it."""
     vector = ["-mavx2", "-mfma", "-mf16c"]
