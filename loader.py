@@ -203,6 +203,13 @@ def _file_identity(path: str | None) -> list:
     return [path, stat.st_size, stat.st_mtime_ns]
 
 
+def _nvcc_identity() -> list:
+    """The first nvcc on PATH (path, size, mtime), and $CUDA_HOME and $CUDA_PATH, which a build takes its
+    toolkit from before PATH's (loader_build._cuda_home): pointing CUDA_HOME at another toolkit used to
+    leave the key as it was, and a load kept the build of the old one."""
+    return [*_file_identity(shutil.which("nvcc")), os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+
+
 def _compiler() -> str | None:
     return shutil.which(os.environ.get("CXX", "c++"))
 
@@ -237,7 +244,7 @@ class _Spec:
             "torch": torch.__version__, "torch_git": torch.version.git_version,
             "torch_cuda": torch.version.cuda, "cxx11_abi": torch._C._GLIBCXX_USE_CXX11_ABI,
             "cxx": _file_identity(_compiler()),
-            "nvcc": _file_identity(shutil.which("nvcc")) if self.cuda else None,
+            "nvcc": _nvcc_identity() if self.cuda else None,
             "archs": self.arch_list,
             "python": [sys.implementation.cache_tag, importlib.machinery.EXTENSION_SUFFIXES[0], platform.machine()],
         }

@@ -116,6 +116,21 @@ def test_host_vector_flags_are_in_the_cache_key(monkeypatch):
     assert spec._key() != key
 
 
+def test_cuda_toolkit_choice_is_in_the_cache_key(monkeypatch):
+    """A build takes its toolkit from $CUDA_HOME or $CUDA_PATH before PATH's nvcc: pointing either at
+    another toolkit must give another key (the C++-only key does not depend on them)."""
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    cuda_spec = loader._Spec("fused", loader.kernels_root(), cuda=True)
+    cpu_spec = loader._Spec("fused", loader.kernels_root(), cuda=False)
+    keys, cpu_key = {cuda_spec._key()}, cpu_spec._key()
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.setenv(variable, "/opt/another-cuda")
+        keys.add(cuda_spec._key())
+        assert cpu_spec._key() == cpu_key
+    assert len(keys) == 3
+
+
 def test_sources_memo_stands_until_a_file_or_folder_changes(tmp_path, monkeypatch):
     """A warm load takes the sources' digest from the cache's memo while every stamp matches; a same-size
     edit, a new file, another root or reload each read the files again."""
