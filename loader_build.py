@@ -155,8 +155,9 @@ def _check_toolchain(spec: _Spec) -> None:
         raise BuildError(f"nvcc at {home} is CUDA {_nvcc_version(home)} but torch was built with CUDA "
                          f"{torch.version.cuda}: install a CUDA {torch_major}.x toolkit and point CUDA_HOME "
                          f"at it, or install a torch built for CUDA {nvcc_major}.")
-    # torch guesses its CUDA_HOME once at import; make it use the toolkit found here.
-    os.environ["CUDA_HOME"] = str(home)
+    # torch guesses its CUDA_HOME once at import; make it use the toolkit found here. Not through
+    # os.environ: $CUDA_HOME is part of a CUDA build's cache key (loader._nvcc_identity), and setting it
+    # here changed the keys of the loads after this build in the process (and in prebuild's children).
     cpp_extension.CUDA_HOME = str(home)
 
 

@@ -131,6 +131,26 @@ def test_cuda_toolkit_choice_is_in_the_cache_key(monkeypatch):
     assert len(keys) == 3
 
 
+def test_a_cuda_toolchain_check_leaves_the_keys_alone(monkeypatch):
+    """The check before a CUDA build points torch at the toolkit it found; it must not do so through
+    $CUDA_HOME, which is in the key: a process's later loads would look for other keys than the same
+    loads in a fresh process (a rebuild each time)."""
+    import loader_build
+
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    if torch.version.cuda is None or loader_build._cuda_home() is None:
+        pytest.skip("needs a CUDA build of torch and a CUDA toolkit")
+    spec = loader._Spec("fused", loader.kernels_root(), cuda=True)
+    key = spec._key()
+    try:
+        loader_build._check_toolchain(spec)
+    except loader.BuildError as exc:  # another CUDA major than torch's, no ninja: nothing to check here
+        pytest.skip(str(exc))
+    assert "CUDA_HOME" not in os.environ
+    assert spec._key() == key
+
+
 def test_sources_memo_stands_until_a_file_or_folder_changes(tmp_path, monkeypatch):
     """A warm load takes the sources' digest from the cache's memo while every stamp matches; a same-size
     edit, a new file, another root or reload each read the files again."""
