@@ -27,3 +27,48 @@ def test_every_family_has_small_benchmark_cases_that_run_on_the_cpu():
         assert cases, f"{family}: no benchmark cases"
         for case in cases:
             case.ours(*case.args)
+
+
+def _quickstart():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart", REPO / "examples" / "quickstart.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quickstart_errors_fail_on_nan_and_skip_incomparable_outputs():
+    import torch
+
+    errors = _quickstart().errors
+    reference = torch.tensor([1.0, -4.0])
+    assert errors(torch.tensor([1.0, -3.0]), reference) == (1.0, 0.25)
+    nan_second = errors((reference, torch.tensor([float("nan"), 0.0])), (reference, torch.zeros(2)))
+    assert nan_second[0] != nan_second[0]  # a NaN in any output is kept, so its row fails
+    assert errors(torch.zeros(3), reference) is None  # other shapes: not comparable
+    assert errors((reference,), reference) is None
+
+
+def test_quickstart_prints_every_case_whole_and_checks_it(device):
+    """The README's first command: every family loads, every case's row carries its whole name (two
+    cases once differed only past a 34-character cut), and every comparable result is within tolerance."""
+    import importlib
+    import os
+    import subprocess
+    import sys
+
+    import loader
+
+    result = subprocess.run([sys.executable, str(REPO / "examples" / "quickstart.py"), "--device", device],
+                            cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if f" {device} " in line]
+    for family in loader.families():
+        for case in importlib.import_module(f"benchmarks.cases_{family}").cases(device, small=True):
+            name = f"{family}.{case.op} {case.shape}"
+            matching = [row for row in rows if row.startswith(name + " ") and f" {case.dtype} " in row]
+            assert len(matching) == 1, f"{name} ({case.dtype}): {len(matching)} rows\n{result.stdout}"
+            comparable = case.reference is not None and not case.random and " – " not in matching[0]
+            assert (" ok " in matching[0]) == comparable, matching[0]
