@@ -60,9 +60,11 @@ def test_quickstart_prints_every_case_whole_and_checks_it(device):
 
     import loader
 
+    # Two CPU threads: beside the other test workers, a thread per core stalled the eager CPU loops
+    # (thousands of small ops, each an OpenMP region) past 300 s on the 16-core GPU host (session 38).
+    env = os.environ | {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "2"}
     result = subprocess.run([sys.executable, str(REPO / "examples" / "quickstart.py"), "--device", device],
-                            cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)}, capture_output=True, text=True,
-                            timeout=600)
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = [line for line in result.stdout.splitlines() if f" {device} " in line]
     for family in loader.families():
