@@ -90,6 +90,27 @@ def test_inverse_root_batched_cuda_ignores_tf32():
     assert rel_err(X, ref.matrix_inverse_root(A, 4, 0.0)) <= 1e-3
 
 
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n,batch", [(32, (3,)), (33, (3,)), (3, (9000,)), (5, ())])
+def test_inverse_root_small_matrices_cuda(n, batch, dtype):
+    """n <= 32 takes one kernel, a block per matrix (grid-stride past 64 blocks per SM: the batch of
+    9000); n = 33 the general route. Each matches the reference, and replays from a CUDA graph."""
+    A = random_spd(n, 1e3, batch=batch, dtype=dtype, device="cuda")
+    X, residual = linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never", return_residual=True)
+    assert X.shape == A.shape and residual.shape == batch
+    bar = 1e-3 if dtype == torch.float32 else 1e-8
+    assert rel_err(X, ref.matrix_inverse_root(A, 4, 1e-6)) <= bar
+    assert (residual <= (5e-3 if dtype == torch.float32 else 1e-9) * math.sqrt(n)).all()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        X = linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never")
+    A.copy_(random_spd(n, 1e2, batch=batch, dtype=dtype, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel_err(X, ref.matrix_inverse_root(A, 4, 1e-6)) <= bar
+
+
 def test_inverse_root_identity_is_exact(device):
     for dtype in (torch.float32, torch.float64):
         I = torch.eye(6, dtype=dtype, device=device).expand(3, 6, 6)

@@ -97,6 +97,13 @@ std::vector<double> compute_newton_schedule(int64_t p, double max_cond, double t
   return alphas;
 }
 
+// Step k's factor T_k = scale M_k + shift I for its alpha: alpha^(1/p) ((p + 1) I - alpha M_k) / p.
+void newton_step_factor(double alpha, int64_t p, double* scale, double* shift) {
+  const double alpha_root = std::pow(alpha, 1.0 / static_cast<double>(p));
+  *scale = -alpha_root * alpha / static_cast<double>(p);
+  *shift = alpha_root * static_cast<double>(p + 1) / static_cast<double>(p);
+}
+
 // newton_schedule, remembered per (p, max_cond, tol): computing it takes ~3,400 calls of std::pow
 // (~50 us), and at n = 1024 on the H200 a call's host time (~0.9 ms) is about its GPU time, so
 // host work shows in its run time. At most kMaxSchedules are kept (max_cond is the caller's).
@@ -297,7 +304,9 @@ at::Tensor frobenius_norms(const at::Tensor& rows) {
 //   T_k = alpha^(1/p) ((p + 1) I - alpha M_k) / p,  X_{k+1} = X_k T_k,  M_{k+1} = T_k^p M_k
 // keeps M_k = X_k^p (A + eps I) and drives M_k -> I, so X_k -> (A + eps I)^(-1/p). It is
 // stable (errors in M are damped, errors in X not amplified). residual = ||M - I||_F before
-// the last step (the last M is never formed); the last step squares it, roughly.
+// the last step (the last M is never formed); the last step squares it, roughly. On the GPU a matrix
+// of n <= kSmallRootMaxN takes the same steps in one kernel (inverse_root_small_cuda); larger ones
+// take the products below, a few launches each.
 std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, int64_t p, double eps,
                                                        double max_cond) {
   jk::check_float32_or_64(A_in, "A");
@@ -318,21 +327,34 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const int64_t nb = c10::multiply_integers(batch);
   if (nb == 0 || n == 0) return {at::empty(A_in.sizes(), A_in.options()), at::zeros(batch, A_in.options())};
 
+  const at::Tensor A_flat = A_in.contiguous().view({nb, n, n});
+  const bool is_double = A_flat.scalar_type() == at::kDouble;
+  if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
+  const std::vector<double> alphas = newton_schedule(p, max_cond, is_double ? kTolDouble : kTolFloat);
+  const int64_t steps = static_cast<int64_t>(alphas.size());
+#ifdef JK_WITH_CUDA
+  // Small matrices on the GPU: the whole iteration in one kernel, a block per matrix (linalg.cu).
+  if (A_flat.is_cuda() && n <= kSmallRootMaxN && steps <= kSmallRootMaxSteps) {
+    NewtonSteps schedule{};
+    schedule.count = static_cast<int>(steps);
+    for (int64_t k = 0; k < steps; ++k) newton_step_factor(alphas[k], p, &schedule.scale[k], &schedule.shift[k]);
+    at::Tensor X = at::empty_like(A_flat), residual = at::empty({nb}, A_flat.options());
+    jk::TorchCudaLaunch launch(A_flat.device());
+    inverse_root_small_cuda(launch, A_flat, X, residual, p, eps, schedule);
+    return {X.view(A_in.sizes()), residual.view(batch)};
+  }
+#endif
+
   const at::NoTF32Guard no_tf32;  // float32 at::bmm in full precision, whatever the global flag says
   // Only the symmetric part (A + Aᵀ) / 2 is used, as by the reference and the eigh fallback (the
   // iteration alone would take the root of A itself, so a slightly asymmetric A gave another answer).
   // S = A + Aᵀ is formed, and the 1/2 rides on the scalars below: each launch costs this host-bound op.
-  const at::Tensor A_flat = A_in.contiguous().view({nb, n, n});
   const at::Tensor S = A_flat.add(A_flat.mT());
-  const bool is_double = S.scalar_type() == at::kDouble;
   // Float32 products on the bfloat16 tensor cores (3 pieces per factor) only for p >= 4: measured
   // on the H200 (tools/linalg_accuracy.py, cond 1e3), p = 4 and 8 stay under 4.5e-4 up to
   // n = 4096, while p = 1 and 2 pass the 1e-3 bar at n = 1024 but not at 1500-4096 (up to
   // 5.9e-3): their iteration amplifies the pieces' rounding, so they keep float32 cuBLAS.
   const bool pieces = S.is_cuda() && S.scalar_type() == at::kFloat && p >= 4;
-  if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
-  const std::vector<double> alphas = newton_schedule(p, max_cond, is_double ? kTolDouble : kTolFloat);
-  const int64_t steps = static_cast<int64_t>(alphas.size());
 
   // u = ||(A + Aᵀ) / 2||_F + eps
   const at::Tensor u = frobenius_norms(S.view({nb, n * n})).mul_(0.5).add_(eps).to(S.scalar_type());
@@ -343,8 +365,9 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   std::optional<Factor> X;
   at::Tensor residual;
   for (int64_t k = 0; k < steps; ++k) {
-    const double a = alphas[k], a_root = std::pow(a, 1.0 / static_cast<double>(p));
-    Factor T(M.value(), -a_root * a / p, a_root * (p + 1) / p);
+    double scale, shift;
+    newton_step_factor(alphas[k], p, &scale, &shift);
+    Factor T(M.value(), scale, shift);
     std::optional<Factor> T_p;
     if (k < steps - 1) T_p = power(T, p, pieces);  // first: T @ T splits T once for both sides
     if (k == 0) {

@@ -12,6 +12,8 @@
 //   there is no sync and no data-dependent control flow; per-step scaling (linalg.cpp) cuts the
 //   steps for cond 1e5, p = 4 to 8 (4 products each, minus the first X and the last M product).
 //   T = c1 I - c2 M is never formed on that path: the split kernel applies it as it reads M.
+//   Matrices of n <= 32 instead take the whole iteration in one kernel (inverse_root_small_kernel),
+//   a block per matrix in shared memory: there the general route's ~10 launches a step were its cost.
 // - kron and per_sample_grad_linear are write-bound: the output (nb, m*p, n*q) is written
 //   exactly once, in memory order, with 16-byte stores, as a copy writes; each thread finds its
 //   position by multiply-and-shift divisions and reads one A value and one B vector (both small,
@@ -27,6 +29,7 @@
 #include "cuda_launch.cuh"
 #include "elementwise_kernel.cuh"  // jk::aligned16
 #include "linalg.h"
+#include "reduce.cuh"
 
 namespace linalg {
 
@@ -330,6 +333,129 @@ __global__ void __launch_bounds__(kThreads) write_diagonal_answer_kernel(const T
   }
 }
 
+// ---------------------------------------------------------------- matrix_inverse_root, n <= kSmallRootMaxN
+
+constexpr int kSmallRootThreads = 256;
+
+// C = A @ B for n x n matrices stored densely in shared memory; C is neither A nor B.
+template <typename T>
+__device__ void small_product(T* __restrict__ C, const T* __restrict__ A, const T* __restrict__ B, int n) {
+  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
+    const int i = e / n, j = e - i * n;
+    T sum = T(0);
+    for (int k = 0; k < n; ++k) sum = fma(A[i * n + k], B[k * n + j], sum);
+    C[e] = sum;
+  }
+  __syncthreads();
+}
+
+template <typename T>
+__device__ __forceinline__ void swap_buffers(T*& a, T*& b) {
+  T* const t = a;
+  a = b;
+  b = t;
+}
+
+// out = scale * in + shift * I, as eye_axpy_kernel computes it (out may be in).
+template <typename T>
+__device__ void small_scale_shift(T* out, const T* in, T scale, T shift, int n) {
+  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
+    const T x = scale * in[e];
+    out[e] = e % (n + 1) == 0 ? x + shift : x;
+  }
+  __syncthreads();
+}
+
+// linalg.cpp's matrix_inverse_root, step for step, for one matrix per block (grid-stride over the batch):
+// the matrices in shared memory, the products as FMA loops (float32 ones in float32, a little more exact
+// than the general route's bfloat16 pieces), the norms in float64. One launch for the whole op, where the
+// general route launches ~10 kernels a step: at n = 32 those launches were the whole cost (session 38).
+template <typename T>
+__global__ void __launch_bounds__(kSmallRootThreads)
+    inverse_root_small_kernel(const T* __restrict__ A, T* __restrict__ X_out, T* __restrict__ residual_out,
+                              int64_t nb, int n, int p, double eps, NewtonSteps steps) {
+  __shared__ T buffers[5][kSmallRootMaxN * kSmallRootMaxN];
+  __shared__ double scratch[kSmallRootThreads / 32];
+  const int nn = n * n;
+  for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
+    const T* a = A + b * nn;
+    T *M = buffers[0], *X = buffers[1], *Tk = buffers[2], *R = buffers[3], *W = buffers[4];
+    // S = A + Aᵀ (twice the symmetric part: the 1/2 rides on the scalars), its largest |entry|, and whether
+    // it is diagonal with a finite diagonal (then the answer is elementwise, at the end).
+    double peak = 0.0;
+    int not_diagonal = 0;
+    for (int e = threadIdx.x; e < nn; e += blockDim.x) {
+      const int i = e / n, j = e - i * n;
+      const T s = a[e] + a[j * n + i];
+      M[e] = s;
+      peak = fmax(peak, fabs(static_cast<double>(s)));  // NaN is ignored here and propagates through the sum
+      not_diagonal |= i == j ? !isfinite(s) : s != T(0);
+    }
+    peak = jk::block_reduce(peak, scratch, jk::MaxOp{}, 0.0);
+    const bool diagonal = __syncthreads_or(not_diagonal) == 0;
+    // u = ||S / 2||_F + eps, the sum of squares scaled by the peak (no overflow or underflow)
+    const double inv_peak = peak > 0.0 ? 1.0 / peak : 1.0;
+    double squares = 0.0;
+    for (int e = threadIdx.x; e < nn; e += blockDim.x) {
+      const double v = static_cast<double>(M[e]) * inv_peak;
+      squares += v * v;
+    }
+    const T u = static_cast<T>(0.5 * peak * sqrt(jk::block_sum(squares, scratch)) + eps);
+    const T inv_u = T(1) / u;
+    const T x0 = static_cast<T>(pow(static_cast<double>(u), -1.0 / p));
+    small_scale_shift(M, M, T(0.5) * inv_u, static_cast<T>(eps) * inv_u, n);  // M_0 = (S / 2 + eps I) / u
+    T residual = T(0);
+    for (int k = 0; k < steps.count; ++k) {
+      small_scale_shift(Tk, M, static_cast<T>(steps.scale[k]), static_cast<T>(steps.shift[k]), n);
+      if (k == 0) {
+        small_scale_shift(X, Tk, x0, T(0), n);  // X_1 = u^(-1/p) T_0
+      } else {
+        small_product(W, X, Tk, n);  // X_{k+1} = X_k T_k
+        swap_buffers(X, W);
+      }
+      if (k == steps.count - 1) {  // residual = ||M - I||_F; the last M is never formed
+        double deviation = 0.0;
+        for (int e = threadIdx.x; e < nn; e += blockDim.x) {
+          const double v = static_cast<double>(M[e]) - (e % (n + 1) == 0 ? 1.0 : 0.0);
+          deviation += v * v;
+        }
+        residual = static_cast<T>(sqrt(jk::block_sum(deviation, scratch)));
+        break;
+      }
+      bool have_power = false;  // R = T_k^p by repeated squaring, T_k's buffer the base
+      for (int q = p;;) {
+        if (q & 1) {
+          if (have_power) {
+            small_product(W, R, Tk, n);
+            swap_buffers(R, W);
+          } else {
+            small_scale_shift(R, Tk, T(1), T(0), n);
+            have_power = true;
+          }
+        }
+        q >>= 1;
+        if (q == 0) break;
+        small_product(W, Tk, Tk, n);
+        swap_buffers(Tk, W);
+      }
+      small_product(W, R, M, n);  // M_{k+1} = T_k^p M_k
+      swap_buffers(M, W);
+    }
+    T* x = X_out + b * nn;
+    if (diagonal) {  // the exact answer, as finish_diagonal gives it on the general route
+      const T exponent = static_cast<T>(-1.0 / p);
+      for (int e = threadIdx.x; e < nn; e += blockDim.x) {
+        const T d = T(0.5) * (a[e] + a[e]);
+        x[e] = e % (n + 1) == 0 ? pow((d < T(0) ? T(0) : d) + static_cast<T>(eps), exponent) : T(0);
+      }
+    } else {
+      for (int e = threadIdx.x; e < nn; e += blockDim.x) x[e] = X[e];
+    }
+    if (threadIdx.x == 0) residual_out[b] = diagonal ? T(0) : residual;
+    __syncthreads();  // the next matrix reuses the buffers
+  }
+}
+
 }  // namespace
 
 void eye_axpy_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& in,
@@ -365,6 +491,20 @@ void finish_diagonal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, doubl
         A.const_data_ptr<scalar_t>(), X.mutable_data_ptr<scalar_t>(), residual.mutable_data_ptr<scalar_t>(),
         not_diagonal, rows, n, static_cast<scalar_t>(a_scale), static_cast<scalar_t>(eps),
         static_cast<scalar_t>(-1.0 / static_cast<double>(p)));
+    JK_CUDA_LAUNCH_CHECK(launch);
+  });
+}
+
+void inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, const jk::CudaTensor& X,
+                             const jk::CudaTensor& residual, int64_t p, double eps, const NewtonSteps& steps) {
+  const int64_t nb = A.size(0);
+  // A block per matrix, grid-stride past 64 blocks per SM (a large batch of small matrices).
+  const int64_t blocks = std::min<int64_t>(nb, static_cast<int64_t>(launch.multiprocessors) * 64);
+  jk::dispatch_float32_64(A.scalar_type(), [&](auto zero) {
+    using scalar_t = decltype(zero);
+    inverse_root_small_kernel<scalar_t><<<static_cast<unsigned>(blocks), kSmallRootThreads, 0, launch.stream>>>(
+        A.const_data_ptr<scalar_t>(), X.mutable_data_ptr<scalar_t>(), residual.mutable_data_ptr<scalar_t>(), nb,
+        static_cast<int>(A.size(1)), static_cast<int>(p), eps, steps);
     JK_CUDA_LAUNCH_CHECK(launch);
   });
 }

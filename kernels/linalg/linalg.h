@@ -22,6 +22,15 @@ C10_HOST_DEVICE inline T kron_mul(T a, T b) {
 // ONE bfloat16 GEMM with float32 accumulation over kSplitTerms pieces concatenated along K.
 constexpr int kSplitTerms = 6;
 
+// matrix_inverse_root's Newton steps: T_k = scale[k] M_k + shift[k] I (linalg.cpp has the maths). Up to
+// kSmallRootMaxSteps of them (the longest schedule, p = 1 and max_cond 1e16, takes 32) ride in the
+// small-matrix kernel's parameters, so it needs no copy to the device.
+constexpr int kSmallRootMaxN = 32, kSmallRootMaxSteps = 40;
+struct NewtonSteps {
+  int count;
+  double scale[kSmallRootMaxSteps], shift[kSmallRootMaxSteps];
+};
+
 #ifdef JK_WITH_CUDA
 // Launchers in linalg.cu. Arguments are checked by linalg.cpp: contiguous, one dtype and device; the
 // launch (device guard, stream, scratch memory) is linalg.cpp's jk::TorchCudaLaunch for the op call.
@@ -41,6 +50,11 @@ void split_bf16x3_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, double s
 // X[b] = diag((max(a_scale * A_ii, 0) + eps)^(-1/p)) and residual[b] = 0; other matrices are left alone.
 void finish_diagonal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, double a_scale, const jk::CudaTensor& X,
                           const jk::CudaTensor& residual, int64_t p, double eps);
+
+// The whole of matrix_inverse_root (linalg.cpp) for A (nb, n, n) with n <= kSmallRootMaxN, one block per
+// matrix: X (nb, n, n) and residual (nb) as the general route computes them.
+void inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, const jk::CudaTensor& X,
+                             const jk::CudaTensor& residual, int64_t p, double eps, const NewtonSteps& steps);
 
 // out (nb, m*p, n*q) = per-batch kron(A (nb, m, n), B (nb, p, q)).
 void kron_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& A, const jk::CudaTensor& B);
