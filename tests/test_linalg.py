@@ -92,10 +92,11 @@ def test_inverse_root_batched_cuda_ignores_tf32():
 
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("n,batch", [(32, (3,)), (33, (3,)), (3, (9000,)), (5, ())])
+@pytest.mark.parametrize("n,batch", [(32, (3,)), (33, (3,)), (64, (3,)), (65, (3,)), (3, (9000,)), (5, ())])
 def test_inverse_root_small_matrices_cuda(n, batch, dtype):
-    """n <= 32 takes one kernel, a block per matrix (grid-stride past 64 blocks per SM: the batch of
-    9000); n = 33 the general route. Each matches the reference, and replays from a CUDA graph."""
+    """n <= 64 takes one kernel, a block per matrix (grid-stride past 64 blocks per SM: the batch of
+    9000; n = 64 asks for more than 48 KB of shared memory, 160 KB in float64); n = 65 the general route.
+    Each matches the reference, and replays from a CUDA graph."""
     A = random_spd(n, 1e3, batch=batch, dtype=dtype, device="cuda")
     X, residual = linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never", return_residual=True)
     assert X.shape == A.shape and residual.shape == batch

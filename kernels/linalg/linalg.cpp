@@ -340,8 +340,8 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
     for (int64_t k = 0; k < steps; ++k) newton_step_factor(alphas[k], p, &schedule.scale[k], &schedule.shift[k]);
     at::Tensor X = at::empty_like(A_flat), residual = at::empty({nb}, A_flat.options());
     jk::TorchCudaLaunch launch(A_flat.device());
-    inverse_root_small_cuda(launch, A_flat, X, residual, p, eps, schedule);
-    return {X.view(A_in.sizes()), residual.view(batch)};
+    if (inverse_root_small_cuda(launch, A_flat, X, residual, p, eps, schedule))
+      return {X.view(A_in.sizes()), residual.view(batch)};
   }
 #endif
 

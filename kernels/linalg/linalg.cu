@@ -337,14 +337,32 @@ __global__ void __launch_bounds__(kThreads) write_diagonal_answer_kernel(const T
 
 constexpr int kSmallRootThreads = 256;
 
-// C = A @ B for n x n matrices stored densely in shared memory; C is neither A nor B.
-template <typename T>
+// C = A @ B for n x n matrices stored densely in shared memory; C is neither A nor B. Thread t computes
+// column j = t % n of rows g, g + G, g + 2G, ... (g = t / n, G = blockDim.x / n groups; threads past G·n
+// idle): B's value is read once for all of them, and their sums are independent chains, so the loads'
+// and the FMAs' latencies overlap (one output a thread, each a chain of n dependent FMAs, took 67 us for
+// the op at n = 32; session 38). kRows >= ceil(n / G).
+template <int kRows, typename T>
 __device__ void small_product(T* __restrict__ C, const T* __restrict__ A, const T* __restrict__ B, int n) {
-  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
-    const int i = e / n, j = e - i * n;
-    T sum = T(0);
-    for (int k = 0; k < n; ++k) sum = fma(A[i * n + k], B[k * n + j], sum);
-    C[e] = sum;
+  const int groups = blockDim.x / n, j = threadIdx.x % n, g = threadIdx.x / n;
+  if (g < groups) {
+    T sum[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) sum[r] = T(0);
+#pragma unroll 2
+    for (int k = 0; k < n; ++k) {
+      const T b = B[k * n + j];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int i = g + r * groups;
+        if (i < n) sum[r] = fma(A[i * n + k], b, sum[r]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int i = g + r * groups;
+      if (i < n) C[i * n + j] = sum[r];
+    }
   }
   __syncthreads();
 }
@@ -370,16 +388,20 @@ __device__ void small_scale_shift(T* out, const T* in, T scale, T shift, int n) 
 // the matrices in shared memory, the products as FMA loops (float32 ones in float32, a little more exact
 // than the general route's bfloat16 pieces), the norms in float64. One launch for the whole op, where the
 // general route launches ~10 kernels a step: at n = 32 those launches were the whole cost (session 38).
-template <typename T>
+// Five n x n buffers of dynamic shared memory (kSmallRootBuffers * n * n * sizeof(T) bytes).
+constexpr int kSmallRootBuffers = 5;
+
+template <typename T, int kRows>
 __global__ void __launch_bounds__(kSmallRootThreads)
     inverse_root_small_kernel(const T* __restrict__ A, T* __restrict__ X_out, T* __restrict__ residual_out,
                               int64_t nb, int n, int p, double eps, NewtonSteps steps) {
-  __shared__ T buffers[5][kSmallRootMaxN * kSmallRootMaxN];
+  extern __shared__ __align__(16) unsigned char small_root_buffers[];
   __shared__ double scratch[kSmallRootThreads / 32];
   const int nn = n * n;
   for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
     const T* a = A + b * nn;
-    T *M = buffers[0], *X = buffers[1], *Tk = buffers[2], *R = buffers[3], *W = buffers[4];
+    T* const buffers = reinterpret_cast<T*>(small_root_buffers);
+    T *M = buffers, *X = buffers + nn, *Tk = buffers + 2 * nn, *R = buffers + 3 * nn, *W = buffers + 4 * nn;
     // S = A + Aᵀ (twice the symmetric part: the 1/2 rides on the scalars), its largest |entry|, and whether
     // it is diagonal with a finite diagonal (then the answer is elementwise, at the end).
     double peak = 0.0;
@@ -410,7 +432,7 @@ __global__ void __launch_bounds__(kSmallRootThreads)
       if (k == 0) {
         small_scale_shift(X, Tk, x0, T(0), n);  // X_1 = u^(-1/p) T_0
       } else {
-        small_product(W, X, Tk, n);  // X_{k+1} = X_k T_k
+        small_product<kRows>(W, X, Tk, n);  // X_{k+1} = X_k T_k
         swap_buffers(X, W);
       }
       if (k == steps.count - 1) {  // residual = ||M - I||_F; the last M is never formed
@@ -426,7 +448,7 @@ __global__ void __launch_bounds__(kSmallRootThreads)
       for (int q = p;;) {
         if (q & 1) {
           if (have_power) {
-            small_product(W, R, Tk, n);
+            small_product<kRows>(W, R, Tk, n);
             swap_buffers(R, W);
           } else {
             small_scale_shift(R, Tk, T(1), T(0), n);
@@ -435,10 +457,10 @@ __global__ void __launch_bounds__(kSmallRootThreads)
         }
         q >>= 1;
         if (q == 0) break;
-        small_product(W, Tk, Tk, n);
+        small_product<kRows>(W, Tk, Tk, n);
         swap_buffers(Tk, W);
       }
-      small_product(W, R, M, n);  // M_{k+1} = T_k^p M_k
+      small_product<kRows>(W, R, M, n);  // M_{k+1} = T_k^p M_k
       swap_buffers(M, W);
     }
     T* x = X_out + b * nn;
@@ -495,18 +517,36 @@ void finish_diagonal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, doubl
   });
 }
 
-void inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, const jk::CudaTensor& X,
+bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, const jk::CudaTensor& X,
                              const jk::CudaTensor& residual, int64_t p, double eps, const NewtonSteps& steps) {
-  const int64_t nb = A.size(0);
-  // A block per matrix, grid-stride past 64 blocks per SM (a large batch of small matrices).
-  const int64_t blocks = std::min<int64_t>(nb, static_cast<int64_t>(launch.multiprocessors) * 64);
+  const int64_t nb = A.size(0), n = A.size(1);
+  if (n > kSmallRootMaxN) return false;
+  // The largest dynamic shared memory a block of this device may opt into, asked once per device.
+  static int optin_bytes[64] = {0};
+  if (launch.device < 0 || launch.device >= 64) return false;
+  int& optin = optin_bytes[launch.device];
+  if (optin == 0) {
+    JK_CUDA_CHECK(launch, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, launch.device));
+  }
+  bool launched = false;
   jk::dispatch_float32_64(A.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
-    inverse_root_small_kernel<scalar_t><<<static_cast<unsigned>(blocks), kSmallRootThreads, 0, launch.stream>>>(
+    const int64_t bytes = kSmallRootBuffers * n * n * static_cast<int64_t>(sizeof(scalar_t));
+    if (bytes + 1024 > optin) return;  // (1 KB for the static scratch) the general route
+    const auto kernel = n <= 32 ? inverse_root_small_kernel<scalar_t, 4> : inverse_root_small_kernel<scalar_t, 16>;
+    if (bytes > 48 * 1024) {  // past the default, a block must opt in
+      JK_CUDA_CHECK(launch, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(bytes)));
+    }
+    // A block per matrix, grid-stride past 64 blocks per SM (a large batch of small matrices).
+    const int64_t blocks = std::min<int64_t>(nb, static_cast<int64_t>(launch.multiprocessors) * 64);
+    kernel<<<static_cast<unsigned>(blocks), kSmallRootThreads, static_cast<size_t>(bytes), launch.stream>>>(
         A.const_data_ptr<scalar_t>(), X.mutable_data_ptr<scalar_t>(), residual.mutable_data_ptr<scalar_t>(), nb,
-        static_cast<int>(A.size(1)), static_cast<int>(p), eps, steps);
+        static_cast<int>(n), static_cast<int>(p), eps, steps);
     JK_CUDA_LAUNCH_CHECK(launch);
+    launched = true;
   });
+  return launched;
 }
 
 void split_bf16x3_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, double scale, double shift,

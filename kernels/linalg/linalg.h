@@ -25,7 +25,7 @@ constexpr int kSplitTerms = 6;
 // matrix_inverse_root's Newton steps: T_k = scale[k] M_k + shift[k] I (linalg.cpp has the maths). Up to
 // kSmallRootMaxSteps of them (the longest schedule, p = 1 and max_cond 1e16, takes 32) ride in the
 // small-matrix kernel's parameters, so it needs no copy to the device.
-constexpr int kSmallRootMaxN = 32, kSmallRootMaxSteps = 40;
+constexpr int kSmallRootMaxN = 64, kSmallRootMaxSteps = 40;
 struct NewtonSteps {
   int count;
   double scale[kSmallRootMaxSteps], shift[kSmallRootMaxSteps];
@@ -52,8 +52,9 @@ void finish_diagonal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, doubl
                           const jk::CudaTensor& residual, int64_t p, double eps);
 
 // The whole of matrix_inverse_root (linalg.cpp) for A (nb, n, n) with n <= kSmallRootMaxN, one block per
-// matrix: X (nb, n, n) and residual (nb) as the general route computes them.
-void inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, const jk::CudaTensor& X,
+// matrix: X (nb, n, n) and residual (nb) as the general route computes them. False (nothing launched):
+// n is larger, or its matrices do not fit the device's shared memory; the general route then.
+bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, const jk::CudaTensor& X,
                              const jk::CudaTensor& residual, int64_t p, double eps, const NewtonSteps& steps);
 
 // out (nb, m*p, n*q) = per-batch kron(A (nb, m, n), B (nb, p, q)).
