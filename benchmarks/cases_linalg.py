@@ -44,7 +44,7 @@ def cases(device: str, small: bool = False) -> list[Case]:
         return ref.matrix_inverse_root_eigh(A, 4, 1e-6)
 
     for n, batch in ([(32, ()), (16, (4,))] if small
-                     else [(32, ()), (32, (256,)), (256, ()), (1024, ()), (4096, ()), (256, (64,))]):
+                     else [(32, ()), (32, (256,)), (64, ()), (256, ()), (1024, ()), (4096, ()), (256, (64,))]):
         A = _spd(n, 1e3, batch, device)
         nb = math.prod(batch)
         # p = 4, default max_cond 1e5 in float32: 8 steps, 28 products of n^3 multiply-adds (float32
@@ -53,7 +53,7 @@ def cases(device: str, small: bool = False) -> list[Case]:
         out.append(Case("linalg", "matrix_inverse_root p=4", f"n={n}" + (f" batch={nb}" if batch else ""), "float32",
                         ours_root, eigh_root, (A,), bytes=2 * A.numel() * 4, flops=2 * nb * n ** 3 * (4 * steps - 4),
                         compile=False, note="reference: torch.linalg.eigh route in float32; " + (
-                            "CUDA: one kernel, a block per matrix (n <= 32)" if n <= 32 else
+                            "CUDA: one kernel, a block per matrix (n <= 64)" if n <= 64 else
                             "flops: float32 products, formed from bf16 pieces on CUDA")))
 
     # kron, write-bound: the floor is writing the output once

@@ -209,6 +209,7 @@ def test_inverse_root_schedule_memo_keeps_each_max_cond_apart(device):
 def test_inverse_root_sanitize_prefill_changes_nothing(device):
     # JITKERNELS_SANITIZE_PREFILL=1 (set by tools/sanitize.sh for initcheck) puts every product into a
     # zero-filled output first: the same bits come out, and the fills really happen (aten::zeros calls).
+    # n = 80: the products of the general route (on CUDA, n <= 64 takes one kernel without them).
     # Under sanitize.sh's initcheck the unfilled half would draw the very reports the switch is for
     # (session 12: 8704 reports, all from this test's unfilled process, none from the filled runs).
     if os.environ.get("JITKERNELS_SANITIZE_PREFILL") == "1":
@@ -216,8 +217,8 @@ def test_inverse_root_sanitize_prefill_changes_nothing(device):
     code = textwrap.dedent(f"""
         import torch, loader
         torch.manual_seed(0)
-        A = torch.randn(3, 40, 40, dtype=torch.float32)
-        A = (A @ A.mT / 40 + torch.eye(40)).to("{device}")
+        A = torch.randn(3, 80, 80, dtype=torch.float32)
+        A = (A @ A.mT / 80 + torch.eye(80)).to("{device}")
         f = loader.linalg
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             X = f.matrix_inverse_root(A, 4, 1e-6, fallback="never")
