@@ -112,6 +112,19 @@ def test_inverse_root_small_matrices_cuda(n, batch, dtype):
     assert rel_err(X, ref.matrix_inverse_root(A, 4, 1e-6)) <= bar
 
 
+@pytest.mark.parametrize("dtype,bar", [(torch.float32, 3e-5), (torch.float64, 1e-11)])
+def test_inverse_root_cpu_routes_agree(dtype, bar):
+    """On the CPU one 32 x 32 matrix takes a thread of its own (linalg.h's inverse_root_small); two of them
+    are past that route's work limit and take the general route's batched products: the same answers."""
+    A = random_spd(32, 1e3, dtype=dtype)
+    alone, residual = linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never", return_residual=True)
+    pair, residuals = linalg.matrix_inverse_root(torch.stack([A, 2 * A]), 4, 1e-6, fallback="never",
+                                                 return_residual=True)
+    assert rel_err(alone, pair[0]) <= bar  # the rounding of other summation orders
+    assert rel_err(alone, ref.matrix_inverse_root(A, 4, 1e-6)) <= (1e-3 if dtype == torch.float32 else 1e-8)
+    assert residual.item() <= 1e-2 and residuals.max().item() <= 1e-2
+
+
 def test_inverse_root_identity_is_exact(device):
     for dtype in (torch.float32, torch.float64):
         I = torch.eye(6, dtype=dtype, device=device).expand(3, 6, 6)

@@ -297,6 +297,48 @@ at::Tensor frobenius_norms(const at::Tensor& rows) {
   return at::linalg_vector_norm(rows.div(scale), 2, at::IntArrayRef{1}).mul_(scale.view({-1}));
 }
 
+// inverse_root_small's team on the CPU: one thread, the matrices in a buffer of its own.
+struct CpuTeam {
+  template <typename F>
+  void for_each(int count, F&& f) const {
+    for (int e = 0; e < count; ++e) f(e);
+  }
+  // Row i of C as a sum of B's rows: the inner loop runs along rows, so it vectorizes.
+  template <typename T>
+  void product(T* __restrict__ C, const T* __restrict__ A, const T* __restrict__ B, int n) const {
+    for (int i = 0; i < n; ++i) {
+      T* __restrict__ c = C + i * n;
+      for (int j = 0; j < n; ++j) c[j] = T(0);
+      for (int k = 0; k < n; ++k) {
+        const T a = A[i * n + k];
+        const T* __restrict__ b = B + k * n;
+        for (int j = 0; j < n; ++j) c[j] += a * b[j];
+      }
+    }
+  }
+  double max(double v) const { return v; }
+  double sum(double v) const { return v; }
+  bool any(int flag) const { return flag != 0; }
+  bool leader() const { return true; }
+};
+
+// inverse_root_small for each matrix of A (nb, n, n), contiguous; X like A, residual (nb).
+template <typename T>
+void inverse_root_small_cpu(const at::Tensor& A, const at::Tensor& X, const at::Tensor& residual, int64_t p,
+                            double eps, const NewtonSteps& steps) {
+  const int64_t nb = A.size(0), n = A.size(1), nn = n * n;
+  const T* a = A.const_data_ptr<T>();
+  T* x = X.mutable_data_ptr<T>();
+  T* r = residual.mutable_data_ptr<T>();
+  at::parallel_for(0, nb, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> buffers(kSmallRootBuffers * nn);
+    for (int64_t b = begin; b < end; ++b) {
+      inverse_root_small(CpuTeam{}, a + b * nn, x + b * nn, r + b, buffers.data(), static_cast<int>(n),
+                         static_cast<int>(p), eps, steps);
+    }
+  });
+}
+
 }  // namespace
 
 // Coupled Newton iteration for (A + eps I)^(-1/p) (Guo & Higham 2006), scaled per step:
@@ -332,18 +374,28 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   if (max_cond == 0) max_cond = is_double ? kDefaultMaxCondDouble : kDefaultMaxCondFloat;
   const std::vector<double> alphas = newton_schedule(p, max_cond, is_double ? kTolDouble : kTolFloat);
   const int64_t steps = static_cast<int64_t>(alphas.size());
-#ifdef JK_WITH_CUDA
-  // Small matrices on the GPU: the whole iteration in one kernel, a block per matrix (linalg.cu).
-  if (A_flat.is_cuda() && n <= kSmallRootMaxN && steps <= kSmallRootMaxSteps) {
+  // Small matrices: the whole iteration per matrix at once (inverse_root_small, linalg.h), on the GPU a
+  // block per matrix in one kernel (linalg.cu), on the CPU a thread per matrix (for little work only).
+  const bool small = A_flat.is_cuda() ? n <= kSmallRootMaxN : nb * n * n * n <= kSmallRootCpuWork;
+  if (small && steps <= kSmallRootMaxSteps) {
     NewtonSteps schedule{};
     schedule.count = static_cast<int>(steps);
     for (int64_t k = 0; k < steps; ++k) newton_step_factor(alphas[k], p, &schedule.scale[k], &schedule.shift[k]);
     at::Tensor X = at::empty_like(A_flat), residual = at::empty({nb}, A_flat.options());
-    jk::TorchCudaLaunch launch(A_flat.device());
-    if (inverse_root_small_cuda(launch, A_flat, X, residual, p, eps, schedule))
-      return {X.view(A_in.sizes()), residual.view(batch)};
-  }
+    bool done = !A_flat.is_cuda();
+    if (done) {
+      AT_DISPATCH_FLOATING_TYPES(A_flat.scalar_type(), "inverse_root_small_cpu", [&] {
+        inverse_root_small_cpu<scalar_t>(A_flat, X, residual, p, eps, schedule);
+      });
+    }
+#ifdef JK_WITH_CUDA
+    if (!done) {
+      jk::TorchCudaLaunch launch(A_flat.device());
+      done = inverse_root_small_cuda(launch, A_flat, X, residual, p, eps, schedule);
+    }
 #endif
+    if (done) return {X.view(A_in.sizes()), residual.view(batch)};
+  }
 
   const at::NoTF32Guard no_tf32;  // float32 at::bmm in full precision, whatever the global flag says
   // Only the symmetric part (A + Aᵀ) / 2 is used, as by the reference and the eigh fallback (the

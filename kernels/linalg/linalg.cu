@@ -369,113 +369,41 @@ __device__ void small_product(T* __restrict__ C, const T* __restrict__ A, const 
   __syncthreads();
 }
 
-template <typename T>
-__device__ __forceinline__ void swap_buffers(T*& a, T*& b) {
-  T* const t = a;
-  a = b;
-  b = t;
-}
+// inverse_root_small's team on the GPU: the block's threads, with the matrices in shared memory.
+template <int kRows>
+struct BlockTeam {
+  double* scratch;  // kSmallRootThreads / 32 values, for the reductions
 
-// out = scale * in + shift * I, as eye_axpy_kernel computes it (out may be in).
-template <typename T>
-__device__ void small_scale_shift(T* out, const T* in, T scale, T shift, int n) {
-  for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
-    const T x = scale * in[e];
-    out[e] = e % (n + 1) == 0 ? x + shift : x;
+  template <typename F>
+  __device__ void for_each(int count, F&& f) const {
+    for (int e = threadIdx.x; e < count; e += blockDim.x) f(e);
+    __syncthreads();
   }
-  __syncthreads();
-}
+  template <typename T>
+  __device__ void product(T* C, const T* A, const T* B, int n) const {
+    small_product<kRows>(C, A, B, n);
+  }
+  __device__ double max(double v) const { return jk::block_reduce(v, scratch, jk::MaxOp{}, 0.0); }
+  __device__ double sum(double v) const { return jk::block_sum(v, scratch); }
+  __device__ bool any(int flag) const { return __syncthreads_or(flag) != 0; }
+  __device__ bool leader() const { return threadIdx.x == 0; }
+};
 
-// linalg.cpp's matrix_inverse_root, step for step, for one matrix per block (grid-stride over the batch):
-// the matrices in shared memory, the products as FMA loops (float32 ones in float32, a little more exact
-// than the general route's bfloat16 pieces), the norms in float64. One launch for the whole op, where the
-// general route launches ~10 kernels a step: at n = 32 those launches were the whole cost (session 38).
-// Five n x n buffers of dynamic shared memory (kSmallRootBuffers * n * n * sizeof(T) bytes).
-constexpr int kSmallRootBuffers = 5;
-
+// matrix_inverse_root for a batch of small matrices, a block per matrix (grid-stride over the batch), the
+// work buffers in dynamic shared memory (kSmallRootBuffers * n * n * sizeof(T) bytes). The products are FMA
+// loops in T (float32 ones a little more exact than the general route's bfloat16 pieces). One launch for
+// the whole op, where the general route launches ~10 kernels a step, which at n <= 64 were its cost.
 template <typename T, int kRows>
 __global__ void __launch_bounds__(kSmallRootThreads)
     inverse_root_small_kernel(const T* __restrict__ A, T* __restrict__ X_out, T* __restrict__ residual_out,
                               int64_t nb, int n, int p, double eps, NewtonSteps steps) {
   extern __shared__ __align__(16) unsigned char small_root_buffers[];
   __shared__ double scratch[kSmallRootThreads / 32];
-  const int nn = n * n;
+  const BlockTeam<kRows> team{scratch};
+  const int64_t nn = static_cast<int64_t>(n) * n;
   for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
-    const T* a = A + b * nn;
-    T* const buffers = reinterpret_cast<T*>(small_root_buffers);
-    T *M = buffers, *X = buffers + nn, *Tk = buffers + 2 * nn, *R = buffers + 3 * nn, *W = buffers + 4 * nn;
-    // S = A + Aᵀ (twice the symmetric part: the 1/2 rides on the scalars), its largest |entry|, and whether
-    // it is diagonal with a finite diagonal (then the answer is elementwise, at the end).
-    double peak = 0.0;
-    int not_diagonal = 0;
-    for (int e = threadIdx.x; e < nn; e += blockDim.x) {
-      const int i = e / n, j = e - i * n;
-      const T s = a[e] + a[j * n + i];
-      M[e] = s;
-      peak = fmax(peak, fabs(static_cast<double>(s)));  // NaN is ignored here and propagates through the sum
-      not_diagonal |= i == j ? !isfinite(s) : s != T(0);
-    }
-    peak = jk::block_reduce(peak, scratch, jk::MaxOp{}, 0.0);
-    const bool diagonal = __syncthreads_or(not_diagonal) == 0;
-    // u = ||S / 2||_F + eps, the sum of squares scaled by the peak (no overflow or underflow)
-    const double inv_peak = peak > 0.0 ? 1.0 / peak : 1.0;
-    double squares = 0.0;
-    for (int e = threadIdx.x; e < nn; e += blockDim.x) {
-      const double v = static_cast<double>(M[e]) * inv_peak;
-      squares += v * v;
-    }
-    const T u = static_cast<T>(0.5 * peak * sqrt(jk::block_sum(squares, scratch)) + eps);
-    const T inv_u = T(1) / u;
-    const T x0 = static_cast<T>(pow(static_cast<double>(u), -1.0 / p));
-    small_scale_shift(M, M, T(0.5) * inv_u, static_cast<T>(eps) * inv_u, n);  // M_0 = (S / 2 + eps I) / u
-    T residual = T(0);
-    for (int k = 0; k < steps.count; ++k) {
-      small_scale_shift(Tk, M, static_cast<T>(steps.scale[k]), static_cast<T>(steps.shift[k]), n);
-      if (k == 0) {
-        small_scale_shift(X, Tk, x0, T(0), n);  // X_1 = u^(-1/p) T_0
-      } else {
-        small_product<kRows>(W, X, Tk, n);  // X_{k+1} = X_k T_k
-        swap_buffers(X, W);
-      }
-      if (k == steps.count - 1) {  // residual = ||M - I||_F; the last M is never formed
-        double deviation = 0.0;
-        for (int e = threadIdx.x; e < nn; e += blockDim.x) {
-          const double v = static_cast<double>(M[e]) - (e % (n + 1) == 0 ? 1.0 : 0.0);
-          deviation += v * v;
-        }
-        residual = static_cast<T>(sqrt(jk::block_sum(deviation, scratch)));
-        break;
-      }
-      bool have_power = false;  // R = T_k^p by repeated squaring, T_k's buffer the base
-      for (int q = p;;) {
-        if (q & 1) {
-          if (have_power) {
-            small_product<kRows>(W, R, Tk, n);
-            swap_buffers(R, W);
-          } else {
-            small_scale_shift(R, Tk, T(1), T(0), n);
-            have_power = true;
-          }
-        }
-        q >>= 1;
-        if (q == 0) break;
-        small_product<kRows>(W, Tk, Tk, n);
-        swap_buffers(Tk, W);
-      }
-      small_product<kRows>(W, R, M, n);  // M_{k+1} = T_k^p M_k
-      swap_buffers(M, W);
-    }
-    T* x = X_out + b * nn;
-    if (diagonal) {  // the exact answer, as finish_diagonal gives it on the general route
-      const T exponent = static_cast<T>(-1.0 / p);
-      for (int e = threadIdx.x; e < nn; e += blockDim.x) {
-        const T d = T(0.5) * (a[e] + a[e]);
-        x[e] = e % (n + 1) == 0 ? pow((d < T(0) ? T(0) : d) + static_cast<T>(eps), exponent) : T(0);
-      }
-    } else {
-      for (int e = threadIdx.x; e < nn; e += blockDim.x) x[e] = X[e];
-    }
-    if (threadIdx.x == 0) residual_out[b] = diagonal ? T(0) : residual;
+    inverse_root_small(team, A + b * nn, X_out + b * nn, residual_out + b, reinterpret_cast<T*>(small_root_buffers),
+                       n, p, eps, steps);
     __syncthreads();  // the next matrix reuses the buffers
   }
 }
