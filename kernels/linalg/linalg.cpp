@@ -346,9 +346,9 @@ void inverse_root_small_cpu(const at::Tensor& A, const at::Tensor& X, const at::
 //   T_k = alpha^(1/p) ((p + 1) I - alpha M_k) / p,  X_{k+1} = X_k T_k,  M_{k+1} = T_k^p M_k
 // keeps M_k = X_k^p (A + eps I) and drives M_k -> I, so X_k -> (A + eps I)^(-1/p). It is
 // stable (errors in M are damped, errors in X not amplified). residual = ||M - I||_F before
-// the last step (the last M is never formed); the last step squares it, roughly. On the GPU a matrix
-// of n <= kSmallRootMaxN takes the same steps in one kernel (inverse_root_small_cuda); larger ones
-// take the products below, a few launches each.
+// the last step (the last M is never formed); the last step squares it, roughly. Small matrices take
+// the same steps one matrix at a time (linalg.h's inverse_root_small): on the GPU n <= kSmallRootMaxN in
+// one kernel, on the CPU batches of little work; the rest take the batched products below.
 std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, int64_t p, double eps,
                                                        double max_cond) {
   jk::check_float32_or_64(A_in, "A");
@@ -376,7 +376,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   const int64_t steps = static_cast<int64_t>(alphas.size());
   // Small matrices: the whole iteration per matrix at once (inverse_root_small, linalg.h), on the GPU a
   // block per matrix in one kernel (linalg.cu), on the CPU a thread per matrix (for little work only).
-  const bool small = A_flat.is_cuda() ? n <= kSmallRootMaxN : nb * n * n * n <= kSmallRootCpuWork;
+  const bool small = A_flat.is_cuda() ? n <= kSmallRootMaxN : n <= 32 && nb * n * n * n <= kSmallRootCpuWork;
   if (small && steps <= kSmallRootMaxSteps) {
     NewtonSteps schedule{};
     schedule.count = static_cast<int>(steps);
