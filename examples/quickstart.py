@@ -47,6 +47,10 @@ def errors(ours, ref) -> tuple[float, float] | None:
     return None
 
 
+def row_name(family: str, case) -> str:
+    return f"{family}.{case.op} {case.shape}"
+
+
 def time_ms(fn, device: str, repeats: int = 15) -> float:
     """Milliseconds per call. CPU: the median of single calls, so one slow call (a page fault, a late
     thread) does not set the figure (means swung 2-3x between runs on a 2-core machine). CUDA: the
@@ -85,10 +89,7 @@ def main() -> int:
         except Exception as exc:  # one broken family does not stop the others
             failures += 1
             print(f"-- {family}: FAILED: {exc}")
-    def name(family, case) -> str:
-        return f"{family}.{case.op} {case.shape}"
-
-    width = max((len(name(family, case)) for family, cases in ready for case in cases), default=2)
+    width = max((len(row_name(family, case)) for family, cases in ready for case in cases), default=2)
     print(f"{'op':{width}s} {'device':6s} {'dtype':9s} {'max err':>9s} {'check':5s} {'ours ms':>9s} {'eager ms':>9s} "
           f"{'speedup':>8s}")
     for family, cases in ready:
@@ -108,7 +109,7 @@ def main() -> int:
             ours_ms = time_ms(lambda: case.ours(*case.args), args.device)
             eager_ms = time_ms(lambda: case.reference(*case.args), args.device) if case.reference else None
             speedup = f"{eager_ms / ours_ms:7.2f}x" if eager_ms else "–"
-            print(f"{name(family, case):{width}s} {args.device:6s} {case.dtype:9s} {error:>9s} {check:5s} {ours_ms:9.3f} "
+            print(f"{row_name(family, case):{width}s} {args.device:6s} {case.dtype:9s} {error:>9s} {check:5s} {ours_ms:9.3f} "
                   f"{eager_ms if eager_ms is not None else float('nan'):9.3f} {speedup:>8s}")
     return 1 if failures else 0
 
