@@ -112,15 +112,18 @@ def test_inverse_root_small_matrices_cuda(n, batch, dtype):
     assert rel_err(X, ref.matrix_inverse_root(A, 4, 1e-6)) <= bar
 
 
+@pytest.mark.parametrize("n", [21, 32])
 @pytest.mark.parametrize("dtype,bar", [(torch.float32, 3e-5), (torch.float64, 1e-11)])
-def test_inverse_root_cpu_routes_agree(dtype, bar):
-    """On the CPU one 32 x 32 matrix takes a thread of its own (linalg.h's inverse_root_small); two of them
-    are past that route's work limit and take the general route's batched products: the same answers."""
-    A = random_spd(32, 1e3, dtype=dtype)
+def test_inverse_root_cpu_routes_agree(n, dtype, bar):
+    """On the CPU one small matrix takes a thread of its own (linalg.h's inverse_root_small, its products in
+    tiles of 4 rows; n = 21 leaves edges of rows and columns); a batch past that route's work limit (nb n^3
+    <= 32^3) takes the general route's batched products: the same answers."""
+    A = random_spd(n, 1e3, dtype=dtype)
     alone, residual = linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never", return_residual=True)
-    pair, residuals = linalg.matrix_inverse_root(torch.stack([A, 2 * A]), 4, 1e-6, fallback="never",
-                                                 return_residual=True)
-    assert rel_err(alone, pair[0]) <= bar  # the rounding of other summation orders
+    copies = 32 ** 3 // n ** 3 + 1
+    batch, residuals = linalg.matrix_inverse_root(torch.stack([A] + [2 * A] * (copies - 1)), 4, 1e-6,
+                                                  fallback="never", return_residual=True)
+    assert rel_err(alone, batch[0]) <= bar  # the rounding of other summation orders
     assert rel_err(alone, ref.matrix_inverse_root(A, 4, 1e-6)) <= (1e-3 if dtype == torch.float32 else 1e-8)
     assert residual.item() <= 1e-2 and residuals.max().item() <= 1e-2
 
