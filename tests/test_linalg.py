@@ -115,9 +115,8 @@ def test_inverse_root_small_matrices_cuda(n, batch, dtype):
 @pytest.mark.parametrize("n", [21, 32])
 @pytest.mark.parametrize("dtype,bar", [(torch.float32, 3e-5), (torch.float64, 1e-11)])
 def test_inverse_root_cpu_routes_agree(n, dtype, bar):
-    """On the CPU one small matrix takes a thread of its own (linalg.h's inverse_root_small, its products in
-    tiles of 4 rows; n = 21 leaves edges of rows and columns); a batch past that route's work limit (nb n^3
-    <= 32^3) takes the general route's batched products: the same answers."""
+    """On the CPU one small matrix takes a thread of its own (linalg.h's inverse_root_small); a batch past
+    that route's work limit (nb n^3 <= 32^3) takes the general route's batched products: the same answers."""
     A = random_spd(n, 1e3, dtype=dtype)
     alone, residual = linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never", return_residual=True)
     copies = 32 ** 3 // n ** 3 + 1

@@ -303,50 +303,19 @@ struct CpuTeam {
   void for_each(int count, F&& f) const {
     for (int e = 0; e < count; ++e) f(e);
   }
-  // C = A @ B in tiles of 4 rows x 64 bytes of columns, whose sums stay in vector registers through the
-  // whole k loop (4 x 2 AVX2 FMAs a k); the edges a row at a time. (A row at a time throughout loads and
-  // stores C's row for every k; a 2-D array of sums compiled to 128-bit FMAs and stack spills; session 38.)
+  // Row i of C as a sum of B's rows: the inner loop runs along rows, so it vectorizes. (Tiles of 4 rows x
+  // 64 bytes with their sums in registers through the k loop ran 1.3-4x slower in this build; session 38.)
   template <typename T>
   void product(T* __restrict__ C, const T* __restrict__ A, const T* __restrict__ B, int n) const {
-    constexpr int kCols = 64 / sizeof(T);
-    const auto rows_by_rows = [&](int i0, int i1, int j0, int j1) {  // C[i0:i1, j0:j1], a row at a time
-      for (int i = i0; i < i1; ++i) {
-        T* __restrict__ c = C + i * n;
-        for (int j = j0; j < j1; ++j) c[j] = T(0);
-        for (int k = 0; k < n; ++k) {
-          const T a = A[i * n + k];
-          const T* __restrict__ b = B + k * n;
-          for (int j = j0; j < j1; ++j) c[j] += a * b[j];
-        }
+    for (int i = 0; i < n; ++i) {
+      T* __restrict__ c = C + i * n;
+      for (int j = 0; j < n; ++j) c[j] = T(0);
+      for (int k = 0; k < n; ++k) {
+        const T a = A[i * n + k];
+        const T* __restrict__ b = B + k * n;
+        for (int j = 0; j < n; ++j) c[j] += a * b[j];
       }
-    };
-    const int full_rows = n - n % 4, full_cols = n - n % kCols;
-    for (int i = 0; i < full_rows; i += 4) {
-      const T *a0 = A + i * n, *a1 = a0 + n, *a2 = a1 + n, *a3 = a2 + n;
-      for (int j = 0; j < full_cols; j += kCols) {
-        T s0[kCols] = {}, s1[kCols] = {}, s2[kCols] = {}, s3[kCols] = {};
-        for (int k = 0; k < n; ++k) {
-          const T* __restrict__ b = B + k * n + j;
-          const T x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
-#pragma GCC unroll 16
-          for (int c = 0; c < kCols; ++c) {
-            s0[c] += x0 * b[c];
-            s1[c] += x1 * b[c];
-            s2[c] += x2 * b[c];
-            s3[c] += x3 * b[c];
-          }
-        }
-        T* c0 = C + i * n + j;
-        for (int c = 0; c < kCols; ++c) {
-          c0[c] = s0[c];
-          c0[n + c] = s1[c];
-          c0[2 * n + c] = s2[c];
-          c0[3 * n + c] = s3[c];
-        }
-      }
-      rows_by_rows(i, i + 4, full_cols, n);
     }
-    rows_by_rows(full_rows, n, 0, n);
   }
   double max(double v) const { return v; }
   double sum(double v) const { return v; }
