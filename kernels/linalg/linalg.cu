@@ -462,7 +462,9 @@ bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, co
   jk::dispatch_float32_64(A.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
     const int64_t bytes = kSmallRootBuffers * n * n * static_cast<int64_t>(sizeof(scalar_t));
-    if (bytes + 1024 > optin) return;  // (1 KB for the static scratch) the general route
+    // Room for the kernel's static shared memory too (its 64-byte scratch, and the 1024 bytes nvcc 13 gives
+    // every sm_90 kernel of a module that declares dynamic shared memory); else the general route.
+    if (bytes + 2048 > optin) return;
     const auto kernel = n <= 32 ? inverse_root_small_kernel<scalar_t, 4> : inverse_root_small_kernel<scalar_t, 16>;
     if (bytes > 48 * 1024) {  // past the default, a block must opt in
       JK_CUDA_CHECK(launch, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
