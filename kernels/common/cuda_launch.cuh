@@ -58,16 +58,23 @@ struct CudaTensor {
   void* mutable_data_ptr() const { return data; }
 };
 
-// The SM count of `device` into *count, queried once per device (launches happen per call).
-inline cudaError_t query_multiprocessor_count(int device, int* count) {
+// Attribute kAttribute of `device` into *value, queried once per device (launches happen per call; an
+// attribute that is 0 is asked again).
+template <cudaDeviceAttr kAttribute>
+inline cudaError_t query_device_attribute(int device, int* value) {
   static int cached[64] = {0};
   if (device < 0 || device >= 64) device = 0;
   if (cached[device] == 0) {
-    const cudaError_t error = cudaDeviceGetAttribute(&cached[device], cudaDevAttrMultiProcessorCount, device);
+    const cudaError_t error = cudaDeviceGetAttribute(&cached[device], kAttribute, device);
     if (error != cudaSuccess) return error;
   }
-  *count = cached[device];
+  *value = cached[device];
   return cudaSuccess;
+}
+
+// The SM count of `device` into *count.
+inline cudaError_t query_multiprocessor_count(int device, int* count) {
+  return query_device_attribute<cudaDevAttrMultiProcessorCount>(device, count);
 }
 
 // One op call on the GPU: made by the .cpp (cuda_host.h's TorchCudaLaunch) with the device guard held.

@@ -451,13 +451,9 @@ bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, co
                              const jk::CudaTensor& residual, int64_t p, double eps, const NewtonSteps& steps) {
   const int64_t nb = A.size(0), n = A.size(1);
   if (n > kSmallRootMaxN) return false;
-  // The largest dynamic shared memory a block of this device may opt into, asked once per device.
-  static int optin_bytes[64] = {0};
   if (launch.device < 0 || launch.device >= 64) return false;
-  int& optin = optin_bytes[launch.device];
-  if (optin == 0) {
-    JK_CUDA_CHECK(launch, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, launch.device));
-  }
+  int optin = 0;  // the largest dynamic shared memory a block of this device may opt into
+  JK_CUDA_CHECK(launch, jk::query_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(launch.device, &optin));
   bool launched = false;
   jk::dispatch_float32_64(A.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
