@@ -339,38 +339,84 @@ __global__ void __launch_bounds__(kThreads) write_diagonal_answer_kernel(const T
 
 constexpr int kSmallRootThreads = 256;
 
-// C = A @ B for n x n matrices stored densely in shared memory; C is neither A nor B. Thread t computes
-// column j = t % n of rows g, g + G, g + 2G, ... (g = t / n, G = blockDim.x / n groups; threads past G·n
-// idle): B's value is read once for all of them, and their sums are independent chains, so the loads'
-// and the FMAs' latencies overlap (one output a thread, each a chain of n dependent FMAs, took 67 us for
-// the op at n = 32; session 38). kRows >= ceil(n / G).
-template <int kRows, typename T>
+// C = A @ B for n x n matrices stored densely in shared memory; C is neither A nor B. Warp w computes rows
+// w, w + W, w + 2W, ... (W warps) and lane l columns l, l + 32, ...: kRows x kCols sums a thread, so n <=
+// W kRows and n <= 32 kCols. A warp's A loads are then broadcasts (one row) and its B loads consecutive
+// words: no bank conflicts. Row and column indices past n are clamped to n - 1, so every load is in bounds
+// and the k loop has no predicates; those sums are never stored. Shared memory's one wavefront a clock is
+// what bounds the loop, and a broadcast costs a wavefront whatever its width: where the rows allow it
+// (n a multiple of 16 / sizeof(T), so every row starts 16-byte aligned) A is read 16 bytes at a time.
+// (Session 38's loop, columns by thread and rows g, g + G, ... per group of n threads, spent ~4
+// instructions of row arithmetic and predicates per FMA, and a load per FMA.)
+template <int kRows, int kCols, typename T>
 __device__ void small_product(T* __restrict__ C, const T* __restrict__ A, const T* __restrict__ B, int n) {
-  const int groups = blockDim.x / n, j = threadIdx.x % n, g = threadIdx.x / n;
-  if (g < groups) {
-    T sum[kRows];
+  constexpr int kWarps = kSmallRootThreads / 32, kVec = 16 / sizeof(T);
+  struct alignas(16) Vec {
+    T v[kVec];
+  };
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const T* a_row[kRows];
+  int col[kCols];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) sum[r] = T(0);
-#pragma unroll 2
-    for (int k = 0; k < n; ++k) {
-      const T b = B[k * n + j];
+  for (int r = 0; r < kRows; ++r) a_row[r] = A + min(warp + kWarps * r, n - 1) * n;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const int i = g + r * groups;
-        if (i < n) sum[r] = fma(A[i * n + k], b, sum[r]);
-      }
-    }
+  for (int c = 0; c < kCols; ++c) col[c] = min(lane + 32 * c, n - 1);
+  T sum[kRows][kCols];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) sum[r][c] = T(0);
+  }
+  const T* b_row = B;
+  // sum[r][c] += a[r] * B[k][col[c]] for the k of b_row, which it then steps to the next row.
+  const auto accumulate = [&](const T (&a)[kRows]) {
+    T b[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) b[c] = b_row[col[c]];
+    b_row += n;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const int i = g + r * groups;
-      if (i < n) C[i * n + j] = sum[r];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) sum[r][c] = fma(a[r], b[c], sum[r][c]);
+    }
+  };
+  if (n % kVec == 0) {
+    for (int k = 0; k < n; k += kVec) {
+      Vec a_vec[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) a_vec[r] = *reinterpret_cast<const Vec*>(a_row[r] + k);
+#pragma unroll
+      for (int q = 0; q < kVec; ++q) {
+        T a[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) a[r] = a_vec[r].v[q];
+        accumulate(a);
+      }
+    }
+  } else {
+    // The row pointers step along k (the compiler otherwise rebuilt each address from the row index).
+#pragma unroll 4
+    for (int k = 0; k < n; ++k) {
+      T a[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) a[r] = *a_row[r]++;
+      accumulate(a);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int i = warp + kWarps * r;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const int j = lane + 32 * c;
+      if (i < n && j < n) C[i * n + j] = sum[r][c];
     }
   }
   __syncthreads();
 }
 
 // inverse_root_small's team on the GPU: the block's threads, with the matrices in shared memory.
-template <int kRows>
+template <int kRows, int kCols>
 struct BlockTeam {
   double* scratch;  // kSmallRootThreads / 32 values, for the reductions
 
@@ -381,7 +427,7 @@ struct BlockTeam {
   }
   template <typename T>
   __device__ void product(T* C, const T* A, const T* B, int n) const {
-    small_product<kRows>(C, A, B, n);
+    small_product<kRows, kCols>(C, A, B, n);
   }
   __device__ double max(double v) const { return jk::block_reduce(v, scratch, jk::MaxOp{}, 0.0); }
   __device__ double sum(double v) const { return jk::block_sum(v, scratch); }
@@ -393,13 +439,13 @@ struct BlockTeam {
 // work buffers in dynamic shared memory (kSmallRootBuffers * n * n * sizeof(T) bytes). The products are FMA
 // loops in T (float32 ones a little more exact than the general route's bfloat16 pieces). One launch for
 // the whole op, where the general route launches ~10 kernels a step, which at n <= 64 were its cost.
-template <typename T, int kRows>
+template <typename T, int kRows, int kCols>
 __global__ void __launch_bounds__(kSmallRootThreads)
     inverse_root_small_kernel(const T* __restrict__ A, T* __restrict__ X_out, T* __restrict__ residual_out,
                               int64_t nb, int n, int p, double eps, NewtonSteps steps) {
   extern __shared__ __align__(16) unsigned char small_root_buffers[];
   __shared__ double scratch[kSmallRootThreads / 32];
-  const BlockTeam<kRows> team{scratch};
+  const BlockTeam<kRows, kCols> team{scratch};
   const int64_t nn = static_cast<int64_t>(n) * n;
   for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
     inverse_root_small(team, A + b * nn, X_out + b * nn, residual_out + b, reinterpret_cast<T*>(small_root_buffers),
@@ -461,7 +507,10 @@ bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, co
     // Room for the kernel's static shared memory too (its 64-byte scratch, and the 1024 bytes nvcc 13 gives
     // every sm_90 kernel of a module that declares dynamic shared memory); else the general route.
     if (bytes + 2048 > optin) return;
-    const auto kernel = n <= 32 ? inverse_root_small_kernel<scalar_t, 4> : inverse_root_small_kernel<scalar_t, 16>;
+    // n <= 32: 4 rows x 1 column a thread; n <= 64: 8 x 2 (small_product's bounds: n <= 8 kRows, 32 kCols).
+    static_assert(kSmallRootThreads / 32 * 4 >= 32 && kSmallRootThreads / 32 * 8 >= kSmallRootMaxN &&
+                  32 * 2 >= kSmallRootMaxN, "small_product's tiles cover the matrix");
+    const auto kernel = n <= 32 ? inverse_root_small_kernel<scalar_t, 4, 1> : inverse_root_small_kernel<scalar_t, 8, 2>;
     if (bytes > 48 * 1024) {  // past the default, a block must opt in
       JK_CUDA_CHECK(launch, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(bytes)));
