@@ -14,8 +14,9 @@
 //   T = c1 I - c2 M is never formed on that path: the split kernel applies it as it reads M.
 //   Matrices of n <= 64 instead take the whole iteration in one kernel (inverse_root_small_kernel),
 //   a block per matrix in shared memory: there the general route's ~10 launches a step were its cost
-//   (session 38, H200: ~1.2 ms at every n <= 64; the one kernel 22 / 48 / 390 us at n = 8 / 32 / 64
-//   in float32, 47 / 128 / 602 us in float64). The iteration itself is linalg.h's inverse_root_small.
+//   (session 38, H200: ~1.2 ms at every n <= 64; the one kernel, with session 39's products, 35 / 76 /
+//   103 us at n = 32 / 48 / 64 in float32, 96 / 222 / 295 us in float64). The iteration itself is
+//   linalg.h's inverse_root_small.
 // - kron and per_sample_grad_linear are write-bound: the output (nb, m*p, n*q) is written
 //   exactly once, in memory order, with 16-byte stores, as a copy writes; each thread finds its
 //   position by multiply-and-shift divisions and reads one A value and one B vector (both small,
