@@ -176,21 +176,16 @@ void finish_diagonal(const at::Tensor& A, double a_scale, const at::Tensor& X, c
     const scalar_t* a = A.const_data_ptr<scalar_t>();
     scalar_t* x = X.mutable_data_ptr<scalar_t>();
     scalar_t* r = residual.mutable_data_ptr<scalar_t>();
-    const auto exponent = static_cast<scalar_t>(-1.0 / static_cast<double>(p));
     const auto scale = static_cast<scalar_t>(a_scale);
     at::parallel_for(0, A.size(0), 1, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         const scalar_t* a_b = a + b * n * n;
         bool diagonal = true;
-        for (int64_t e = 0; e < n * n && diagonal; ++e)
-          diagonal = e % (n + 1) == 0 ? std::isfinite(a_b[e]) : a_b[e] == scalar_t(0);
+        for (int64_t e = 0; e < n * n && diagonal; ++e) diagonal = !breaks_diagonal(a_b[e], e % (n + 1) == 0);
         if (!diagonal) continue;
         scalar_t* x_b = x + b * n * n;
-        for (int64_t e = 0; e < n * n; ++e) {
-          const scalar_t d = scale * a_b[e];
-          x_b[e] = e % (n + 1) == 0 ? std::pow((d < scalar_t(0) ? scalar_t(0) : d) + static_cast<scalar_t>(eps), exponent)
-                                    : scalar_t(0);
-        }
+        for (int64_t e = 0; e < n * n; ++e)
+          x_b[e] = e % (n + 1) == 0 ? diagonal_root(scale * a_b[e], eps, static_cast<int>(p)) : scalar_t(0);
         r[b] = scalar_t(0);
       }
     });

@@ -310,27 +310,25 @@ __global__ void __launch_bounds__(kThreads) mark_not_diagonal_kernel(const T* __
     bool found = false;
     const T* a_row = A + row * n;
     for (int64_t j = lane; j < n; j += 32) {
-      const T a = a_row[j];
-      found |= j == i ? !isfinite(a) : a != T(0);
+      found |= breaks_diagonal(a_row[j], j == i);
     }
     if (__any_sync(kFullMask, found) && lane == 0) not_diagonal[b] = 1;
   }
 }
 
-// X[b] = diag((max(a_scale * A_ii, 0) + eps)^exponent) and residual[b] = 0 for each unmarked matrix b.
+// X[b] = diag(diagonal_root(a_scale * A_ii)) and residual[b] = 0 for each unmarked matrix b.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) write_diagonal_answer_kernel(const T* __restrict__ A, T* __restrict__ X,
                                                                        T* __restrict__ residual,
                                                                        const int* __restrict__ not_diagonal,
-                                                                       int64_t rows, int64_t n, T a_scale, T eps,
-                                                                       T exponent) {
+                                                                       int64_t rows, int64_t n, T a_scale, double eps,
+                                                                       int p) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
   for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows; row += warps) {
     const int64_t b = row / n, i = row - b * n;
     if (not_diagonal[b]) continue;
-    const T a = a_scale * A[row * n + i];
-    const T root = pow((a < T(0) ? T(0) : a) + eps, exponent);
+    const T root = diagonal_root(a_scale * A[row * n + i], eps, p);
     for (int64_t j = lane; j < n; j += 32) X[row * n + j] = j == i ? root : T(0);
     if (i == 0 && lane == 0) residual[b] = T(0);
   }
@@ -488,8 +486,7 @@ void finish_diagonal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, doubl
     JK_CUDA_LAUNCH_CHECK(launch);
     write_diagonal_answer_kernel<scalar_t><<<static_cast<unsigned>(blocks), kThreads, 0, launch.stream>>>(
         A.const_data_ptr<scalar_t>(), X.mutable_data_ptr<scalar_t>(), residual.mutable_data_ptr<scalar_t>(),
-        not_diagonal, rows, n, static_cast<scalar_t>(a_scale), static_cast<scalar_t>(eps),
-        static_cast<scalar_t>(-1.0 / static_cast<double>(p)));
+        not_diagonal, rows, n, static_cast<scalar_t>(a_scale), eps, static_cast<int>(p));
     JK_CUDA_LAUNCH_CHECK(launch);
   });
 }

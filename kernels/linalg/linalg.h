@@ -50,6 +50,19 @@ C10_HOST_DEVICE inline bool finite(T v) {
   return v - v == T(0);  // inf - inf and NaN - NaN are NaN
 }
 
+// A matrix whose off-diagonal entries are all exactly 0 and whose diagonal is finite gets the exact,
+// elementwise answer instead of the iteration's (both routes, both devices): whether entry v breaks that,
+// and the answer's diagonal entry for a diagonal entry d, (max(d, 0) + eps)^(-1/p) in float64, rounded once.
+template <typename T>
+C10_HOST_DEVICE inline bool breaks_diagonal(T v, bool on_diagonal) {
+  return on_diagonal ? !finite(v) : v != T(0);
+}
+template <typename T>
+C10_HOST_DEVICE inline T diagonal_root(T d, double eps, int p) {
+  const double v = static_cast<double>(d);
+  return static_cast<T>(pow((v < 0.0 ? 0.0 : v) + eps, -1.0 / p));
+}
+
 template <typename T, typename Team>
 C10_HOST_DEVICE void inverse_root_small(const Team& team, const T* a, T* x, T* residual, T* buffers, int n, int p,
                                         double eps, const NewtonSteps& steps) {
@@ -72,7 +85,7 @@ C10_HOST_DEVICE void inverse_root_small(const Team& team, const T* a, T* x, T* r
     const T s = a[e] + a[j * n + i];
     M[e] = s;
     peak = fmax(peak, fabs(static_cast<double>(s)));  // NaN is ignored here and propagates through the sum
-    not_diagonal |= i == j ? !finite(s) : s != T(0);
+    not_diagonal |= breaks_diagonal(s, i == j);
   });
   peak = team.max(peak);
   const bool diagonal = !team.any(not_diagonal);
@@ -123,11 +136,8 @@ C10_HOST_DEVICE void inverse_root_small(const Team& team, const T* a, T* x, T* r
     team.product(W, R, M, n);  // M_{k+1} = T_k^p M_k
     swap(M, W);
   }
-  if (diagonal) {  // the exact answer, (max(A_ii, 0) + eps)^(-1/p), as finish_diagonal gives it on the general route
-    team.for_each(nn, [&](int e) {
-      const double d = static_cast<double>(a[e]);
-      x[e] = e % (n + 1) == 0 ? static_cast<T>(pow((d < 0.0 ? 0.0 : d) + eps, -1.0 / p)) : T(0);
-    });
+  if (diagonal) {  // the exact answer, as finish_diagonal gives it on the general route
+    team.for_each(nn, [&](int e) { x[e] = e % (n + 1) == 0 ? diagonal_root(a[e], eps, p) : T(0); });
   } else {
     team.for_each(nn, [&](int e) { x[e] = X[e]; });
   }
@@ -150,7 +160,7 @@ void split_bf16x3_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, double s
                        const jk::CudaTensor& left, const jk::CudaTensor& right);
 
 // For each matrix b of A (nb, n, n) with no off-diagonal entry other than 0 and a finite diagonal:
-// X[b] = diag((max(a_scale * A_ii, 0) + eps)^(-1/p)) and residual[b] = 0; other matrices are left alone.
+// X[b] = diag(diagonal_root(a_scale * A_ii)) and residual[b] = 0; other matrices are left alone.
 void finish_diagonal_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, double a_scale, const jk::CudaTensor& X,
                           const jk::CudaTensor& residual, int64_t p, double eps);
 
