@@ -167,6 +167,25 @@ def test_inverse_root_diagonal_members_of_a_batch(device):
         linalg.matrix_inverse_root(bad, 2, 0.01)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_inverse_root_diagonal_answer_is_the_same_on_both_routes(device, dtype):
+    # linalg.h's diagonal_root, (max(d, 0) + eps)^(-1/p) in float64 rounded once to the dtype, whichever
+    # route a matrix takes: ten of n = 8 the small one (one kernel on CUDA, a thread each on the CPU), the
+    # same 80 entries as one n = 80 matrix the general one. Until session 39 the general route took the
+    # power in the input's dtype.
+    d = (torch.rand(80, generator=torch.Generator().manual_seed(3), dtype=torch.float64) * 10 - 1).to(dtype)
+    small, small_residual = linalg.matrix_inverse_root(torch.diag_embed(d.view(10, 8)).to(device), 3, 0.01,
+                                                       fallback="never", return_residual=True)
+    large, large_residual = linalg.matrix_inverse_root(torch.diag(d).to(device), 3, 0.01, fallback="never",
+                                                       return_residual=True)
+    assert torch.equal(small.diagonal(dim1=-2, dim2=-1).flatten(), large.diagonal())
+    assert torch.equal(large, torch.diag(large.diagonal()))
+    assert (small_residual == 0).all() and large_residual.item() == 0
+    expected = (d.double().clamp(min=0) + 0.01) ** (-1 / 3)  # some d below 0: max(d, 0)
+    torch.testing.assert_close(large.diagonal().cpu().double(), expected, rtol=1e-15 if dtype == torch.float64 else 6e-8,
+                               atol=0)
+
+
 def test_inverse_root_singular_psd_uses_eps(device):
     B = torch.randn(32, 5, dtype=torch.float64)
     A = (B @ B.T).float().to(device)  # rank 5 of 32
