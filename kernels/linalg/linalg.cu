@@ -14,8 +14,8 @@
 //   T = c1 I - c2 M is never formed on that path: the split kernel applies it as it reads M.
 //   Matrices of n <= 64 instead take the whole iteration in one kernel (inverse_root_small_kernel),
 //   a block per matrix in shared memory: there the general route's ~10 launches a step were its cost
-//   (session 38, H200: ~1.2 ms at every n <= 64; the one kernel, with session 39's products, 35 / 76 /
-//   103 us at n = 32 / 48 / 64 in float32, 96 / 222 / 295 us in float64). The iteration itself is
+//   (session 38, H200: ~1.2 ms at every n <= 64; the one kernel, with session 39's products, 35 / 74 /
+//   100 us at n = 32 / 48 / 64 in float32, 87 / 222 / 296 us in float64). The iteration itself is
 //   linalg.h's inverse_root_small.
 // - kron and per_sample_grad_linear are write-bound: the output (nb, m*p, n*q) is written
 //   exactly once, in memory order, with 16-byte stores, as a copy writes; each thread finds its
@@ -380,6 +380,7 @@ __device__ void small_product(T* __restrict__ C, const T* __restrict__ A, const 
     }
   };
   if (n % kVec == 0) {
+#pragma unroll 2  // float32 n = 48 / 64: 77 / 105 -> 74 / 100 us, float64 n = 32: 96 -> 87 (session 39)
     for (int k = 0; k < n; k += kVec) {
       Vec a_vec[kRows];
 #pragma unroll
