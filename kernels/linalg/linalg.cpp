@@ -378,11 +378,12 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
     schedule.count = static_cast<int>(steps);
     for (int64_t k = 0; k < steps; ++k) newton_step_factor(alphas[k], p, &schedule.scale[k], &schedule.shift[k]);
     at::Tensor X = at::empty_like(A_flat), residual = at::empty({nb}, A_flat.options());
-    bool done = !A_flat.is_cuda();
-    if (done) {
+    bool done = false;
+    if (!A_flat.is_cuda()) {
       AT_DISPATCH_FLOATING_TYPES(A_flat.scalar_type(), "inverse_root_small_cpu", [&] {
         inverse_root_small_cpu<scalar_t>(A_flat, X, residual, p, eps, schedule);
       });
+      done = true;
     }
 #ifdef JK_WITH_CUDA
     if (!done) {
