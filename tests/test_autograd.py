@@ -107,6 +107,26 @@ def other_cases(device):
     return cases
 
 
+def test_ackley_derivatives_at_its_minimum_are_the_subgradients(device):
+    """At a row of zeros (Ackley's minimum; in float32 also rows whose squares underflow) the score takes
+    the subgradient of the sqrt term, 0. Its derivatives must follow that in every mode: the reference's
+    plain sqrt made them NaN, in rows the loss never used too (session 40's review)."""
+    from torch.func import jacfwd, jacrev
+
+    x = torch.tensor([[0.5, 0.2, -0.1], [0.0, 0.0, 0.0]], dtype=F64, device=device, requires_grad=True)
+    (ebm.ackley_score(x)[0] ** 2).sum().backward()  # the loss uses row 0 only
+    assert torch.isfinite(x.grad).all() and (x.grad[1] == 0).all()
+    tiny = torch.tensor([[1e-30, 2e-30, 0.0]], device=device, requires_grad=True)  # x² underflows in float32
+    (grad,) = torch.autograd.grad(ebm.ackley_energy(tiny).sum(), tiny, create_graph=True)
+    grad.pow(2).sum().backward()
+    assert torch.isfinite(tiny.grad).all()
+    zero = torch.zeros(1, 3, dtype=F64, device=device)
+    for op in (ebm.ackley_energy, ebm.ackley_score):
+        reverse, forward = jacrev(op)(zero), jacfwd(op)(zero)
+        assert torch.isfinite(reverse).all()
+        torch.testing.assert_close(reverse, forward)
+
+
 def test_other_differentiable_ops_have_second_derivatives(device):
     for name, (fn, args) in other_cases(device).items():
         assert torch.autograd.gradgradcheck(fn, args), name
@@ -367,6 +387,52 @@ def test_sampler_outputs_never_require_grad(device):
     ]
     for out in outputs:
         assert not out.requires_grad and out.grad_fn is None
+
+
+# Every op that draws random numbers (a Generator argument; the DDPM/DDIM steps draw from the default one).
+DRAWING_OPS = {"normal", "normal_out", "langevin_step", "langevin_step_", "langevin_chain", "hmc_chain", "ddpm_step",
+               "ddim_step"}
+
+
+def test_every_op_that_draws_is_tagged_nondeterministic_seeded():
+    """The tag tells torch.compile that a call cannot be run again for the same result: without it, its
+    partitioner recomputed sampling.normal inside a checkpointed region during backward, with new draws,
+    and the gradient belonged to samples the forward never used (session 40's review)."""
+    found = set()
+    for family in ("ebm", "sampling", "diffusion"):
+        for qualname in registered_ops(family):
+            name = qualname.split("::")[1]
+            if name.endswith("_autograd"):  # jk.h's twin of a differentiable op: the same call, one key below
+                name = name[: -len("_autograd")]
+            packet = getattr(getattr(torch.ops, qualname.split("::")[0]), qualname.split("::")[1])
+            schema = packet.default._schema
+            if any(str(argument.type) == "Optional[Generator]" for argument in schema.arguments):
+                assert name in DRAWING_OPS, f"{name} draws (a Generator argument): add it to DRAWING_OPS"
+            if name in DRAWING_OPS:
+                found.add(name)
+                assert torch.Tag.nondeterministic_seeded in packet.default.tags, f"{qualname} lacks the tag"
+    assert found == DRAWING_OPS
+
+
+def test_checkpointed_draws_are_not_drawn_again_under_compile(device):
+    """torch.compile of a checkpointed region that draws: backward must see the forward's draws (with new
+    ones, normal's gradient and langevin_step's clamp mask were computed for other samples)."""
+    from torch.utils.checkpoint import checkpoint
+
+    def region(m):
+        z = sampling.normal(torch.zeros_like(m), torch.ones_like(m), 64)
+        y = ebm.langevin_step(m.expand(64, -1) + z, torch.zeros(64, m.shape[0], device=m.device), 0.1, 1.0, (-1.0, 1.0))
+        return y.sin().sum(), y
+
+    def f(m):
+        return checkpoint(region, m, use_reentrant=False)
+
+    m = torch.randn(8, device=device, requires_grad=True)
+    for fn in (f, torch.compile(f, fullgraph=True)):
+        loss, y = fn(m)
+        (grad,) = torch.autograd.grad(loss, m)
+        inside = (y > -1) & (y < 1)  # the clamp passes the gradient where the output was not clipped
+        torch.testing.assert_close(grad, (y.cos() * inside).sum(0))
 
 
 # ---------------------------------------------------------------- in-place ops: never silently wrong

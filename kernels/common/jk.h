@@ -106,6 +106,11 @@ inline void check_positive(double value, const char* name) {
 // - def_differentiable: ops.py gives the derivative (loader.register_autograd);
 // - def_not_differentiable: the outputs are constants for autograd (samplers, selections);
 // - def_in_place: writes into an argument and has no derivative.
+// An op that draws random numbers takes draws_tags(), {nondeterministic_seeded}: torch.compile then never
+// runs a call again expecting the same result (its partitioner recomputed an untagged sampling.normal in
+// a checkpointed region's backward, with new draws: a wrong gradient, session 40).
+
+inline std::vector<at::Tag> draws_tags() { return {at::Tag::nondeterministic_seeded}; }
 
 inline bool requires_grad(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor().requires_grad();
@@ -220,8 +225,8 @@ inline void def_differentiable(torch::Library& m, const char* schema, const std:
 
 // An op whose outputs are constants for autograd, as torch.randn's are (samplers, selections): they
 // never require grad, whatever the inputs do. Docstrings say so.
-inline void def_not_differentiable(torch::Library& m, const char* schema) {
-  define<&call_below_autograd>(m, schema, /*promote=*/true);
+inline void def_not_differentiable(torch::Library& m, const char* schema, const std::vector<at::Tag>& tags = {}) {
+  define<&call_below_autograd>(m, schema, /*promote=*/true, tags);
 }
 
 // The Autograd kernel of an op that writes into its (a!) arguments and has no derivative: with grad
@@ -252,6 +257,8 @@ inline void call_in_place(const c10::OperatorHandle& op, c10::DispatchKeySet key
 // An op that writes into arguments annotated (a!) and has no derivative (call_in_place). Its schema
 // returns nothing, since torch.compile cannot functionalize a custom op whose output aliases an input;
 // the Python wrapper returns the written tensor. No Autocast kernel: a cast copy could not be written.
-inline void def_in_place(torch::Library& m, const char* schema) { define<&call_in_place>(m, schema, /*promote=*/false); }
+inline void def_in_place(torch::Library& m, const char* schema, const std::vector<at::Tag>& tags = {}) {
+  define<&call_in_place>(m, schema, /*promote=*/false, tags);
+}
 
 }  // namespace jk

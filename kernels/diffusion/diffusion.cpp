@@ -440,11 +440,11 @@ JK_LIBRARY(m) {
         "float beta_end=0.02) -> Tensor");
   jk::def_differentiable(m, "ddpm_step(Tensor model_output, Tensor t, Tensor sample, Tensor schedule, Tensor? noise=None, "
         "str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0) -> Tensor",
-        {at::Tag::nondeterministic_seeded});
+        jk::draws_tags());
   jk::def_differentiable(m, "ddim_step(Tensor model_output, Tensor t, Tensor t_prev, Tensor sample, Tensor schedule, float eta=0.0, "
         "Tensor? noise=None, str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0, "
         "bool set_alpha_to_one=True, bool use_clipped_model_output=False) -> Tensor",
-        {at::Tag::nondeterministic_seeded});
+        jk::draws_tags());
   jk::def_differentiable(m, "conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int num_groups, "
         "int? padding=None, float eps=1e-05) -> Tensor");
 }

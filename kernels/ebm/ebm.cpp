@@ -296,14 +296,14 @@ JK_LIBRARY(m) {
   jk::def_differentiable(m, "ackley_energy(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
   jk::def_differentiable(m, "ackley_score(Tensor x, float a=20.0, float b=0.2, float c=6.283185307179586) -> Tensor");
   jk::def_differentiable(m, "langevin_step(Tensor x, Tensor grad, float step_size, float noise_scale=1.0, float? clamp_min=None, "
-        "float? clamp_max=None, Generator? generator=None) -> Tensor");
+        "float? clamp_max=None, Generator? generator=None) -> Tensor", jk::draws_tags());
   jk::def_in_place(m, "langevin_step_(Tensor(a!) x, Tensor grad, float step_size, float noise_scale=1.0, "
-        "float? clamp_min=None, float? clamp_max=None, Generator? generator=None) -> ()");
+        "float? clamp_min=None, float? clamp_max=None, Generator? generator=None) -> ()", jk::draws_tags());
   jk::def_not_differentiable(m, "langevin_chain(Tensor x, str model, Tensor? mean, Tensor? precision, float[] params, int n_steps, "
         "float step_size, float noise_scale=1.0, int thin=0, float? clamp_min=None, float? clamp_max=None, "
-        "Generator? generator=None) -> (Tensor, Tensor)");
+        "Generator? generator=None) -> (Tensor, Tensor)", jk::draws_tags());
   jk::def_not_differentiable(m, "hmc_chain(Tensor x, str model, Tensor? mean, Tensor? precision, float[] params, int n_steps, "
-        "float step_size, int n_leapfrog, int thin=0, Generator? generator=None) -> (Tensor, Tensor, Tensor)");
+        "float step_size, int n_leapfrog, int thin=0, Generator? generator=None) -> (Tensor, Tensor, Tensor)", jk::draws_tags());
 }
 
 // The same functions serve every backend.

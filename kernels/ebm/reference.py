@@ -32,8 +32,17 @@ def rastrigin_energy(x, a=10.0):
     return a * x.shape[-1] + (x * x - a * torch.cos(2 * math.pi * x)).sum(-1)
 
 
+def _rms(x, keepdim=False):
+    """sqrt(mean(x²)) over the last dimension, with derivative 0 where it is 0 (Ackley's minimum, or x²
+    underflowing): the subgradient the score takes there. A plain sqrt's infinite derivative times 0 made
+    every derivative of the rows at 0 NaN, even rows the loss never used (session 40's review)."""
+    s = (x * x).mean(-1, keepdim=keepdim)
+    positive = s > 0
+    return torch.where(positive, torch.sqrt(torch.where(positive, s, torch.ones_like(s))), torch.zeros_like(s))
+
+
 def ackley_energy(x, a=20.0, b=0.2, c=2 * math.pi):
-    r = torch.sqrt((x * x).mean(-1))
+    r = _rms(x)
     return -a * torch.exp(-b * r) - torch.exp(torch.cos(c * x).mean(-1)) + a + math.e
 
 
@@ -66,8 +75,9 @@ def rastrigin_score(x, a=10.0):
 
 def ackley_score(x, a=20.0, b=0.2, c=2 * math.pi):
     D = x.shape[-1]
-    r = torch.sqrt((x * x).mean(-1, keepdim=True))
-    c0 = torch.where(r > 0, a * b * torch.exp(-b * r) / (D * r), torch.zeros_like(r))
+    r = _rms(x, keepdim=True)
+    r_or_1 = torch.where(r > 0, r, torch.ones_like(r))  # the branch not taken must not divide by 0 (its gradient)
+    c0 = torch.where(r > 0, a * b * torch.exp(-b * r) / (D * r_or_1), torch.zeros_like(r))
     c1 = torch.exp(torch.cos(c * x).mean(-1, keepdim=True)) * c / D
     return -(c0 * x + c1 * torch.sin(c * x))
 

@@ -235,8 +235,9 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
 }
 
 JK_LIBRARY(m) {
-  jk::def_not_differentiable(m, "normal(Tensor mean, Tensor std, SymInt n, *, ScalarType? dtype=None, Generator? generator=None) -> Tensor");
-  jk::def_in_place(m, "normal_out(Tensor mean, Tensor std, *, Tensor(a!) out, Generator? generator=None) -> ()");
+  jk::def_not_differentiable(m, "normal(Tensor mean, Tensor std, SymInt n, *, ScalarType? dtype=None, Generator? generator=None) -> Tensor",
+                             jk::draws_tags());
+  jk::def_in_place(m, "normal_out(Tensor mean, Tensor std, *, Tensor(a!) out, Generator? generator=None) -> ()", jk::draws_tags());
   jk::def_not_differentiable(
       m, "cem_update(Tensor samples, Tensor scores, int n_elite, Tensor mean, Tensor std, float smoothing=0.0, "
       "float min_std=0.0, bool maximize=False) -> (Tensor, Tensor)");
