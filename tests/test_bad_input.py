@@ -154,11 +154,20 @@ def _expect(spec, kwargs, name, valid=None):
     valid(result)
 
 
+def _required_tensors(spec) -> set:
+    """The op's arguments of schema type Tensor (not Tensor?): None there is bad input."""
+    packet = getattr(getattr(torch.ops, loader.load(spec.family).namespace), spec.op)
+    return {a.name for a in packet.default._schema.arguments if str(a.type) == "Tensor"}
+
+
 def _mutations(spec, device):
     """(case id, argument name, kwargs builder, validity check or None) for one spec."""
     base = spec.make(device)
     tensor_args = [k for k, v in base.items() if isinstance(v, torch.Tensor)]
+    required = _required_tensors(spec)
     for name in tensor_args:
+        if name in required:  # arrives as an undefined tensor: "tensor does not have a device" until session 40
+            yield f"{name}-None", name, lambda kw, n=name: {**kw, n: None}, None
         is_int = name in spec.int_tensors
         wrong_dtypes = [torch.float32] if is_int else [torch.int64, torch.bool, torch.complex64]
         for dtype in wrong_dtypes:

@@ -763,3 +763,24 @@ def test_conv1d_gn_mish_property(device, data):
         expected = R.conv1d_gn_mish(x, w, b, gw, gb, G, pad)
     # a group of a few values has a tiny variance: GroupNorm amplifies rounding, hence the scale
     assert_close(ours, expected, dtype, scale=50 if dtype == torch.float32 else 10)
+
+
+# ---------------------------------------------------------------- session 40's review
+
+def test_an_empty_batch_still_checks_a_scalar_timestep():
+    sched = D.ddpm_schedule(50)
+    empty = torch.randn(0, 4)
+    with pytest.raises(ValueError, match=r"\bt must be in"):
+        D.ddpm_step(empty, 1000, empty, sched)
+    with pytest.raises(ValueError, match=r"\bt_prev must be in"):
+        D.ddim_step(empty, 5, 9, empty, sched)
+    assert D.ddpm_step(empty, torch.zeros(0, dtype=torch.long), empty, sched).shape == (0, 4)
+
+
+@pytest.mark.parametrize("bad", [None, 1.7, [1, 2]])
+def test_a_timestep_that_is_not_an_integer_is_refused_by_name(bad):
+    sched, x = D.ddpm_schedule(50), torch.randn(2, 4)
+    with pytest.raises(TypeError, match=r"\bt must be an int"):
+        D.ddpm_step(x, bad, x, sched)
+    with pytest.raises(TypeError, match=r"\bt_prev must be an int"):
+        D.ddim_step(x, 5, bad, x, sched)

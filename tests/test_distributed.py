@@ -26,7 +26,11 @@ def _worker(rank, store_path, result_path):
         langevin = ebm.distributed_chain(x, "double_well", STEPS, 0.01, seed=7, barrier_height=1.0)
         hmc = ebm.distributed_chain(x, "harmonic", STEPS, 0.1, sampler="hmc", seed=7, n_leapfrog=3, k=2.0)
         cem = sampling.distributed_cem_minimize(sphere, torch.zeros(D), torch.ones(D), seed=3, **CEM)
-        results = {"langevin": langevin, "hmc": hmc, "cem": tuple(cem)}
+        langevin_thin = ebm.distributed_chain(x, "double_well", STEPS, 0.01, seed=7, thin=5, barrier_height=1.0)
+        hmc_thin = ebm.distributed_chain(x, "harmonic", STEPS, 0.1, sampler="hmc", seed=7, thin=5, n_leapfrog=3,
+                                         k=2.0)
+        results = {"langevin": langevin, "hmc": hmc, "cem": tuple(cem), "langevin_thin": langevin_thin,
+                   "hmc_thin": hmc_thin}
         torch.save(results, f"{result_path}.{rank}")
     finally:
         dist.destroy_process_group()
@@ -67,6 +71,23 @@ def test_hmc_ranks_equal_single_process(gathered):
     for samples, stats in (result["hmc"] for result in gathered):
         torch.testing.assert_close(samples, expected, rtol=0, atol=0)
         torch.testing.assert_close(stats["accept_rate"], accept)
+
+
+@pytest.mark.parametrize("sampler", ["langevin", "hmc"])
+def test_thinned_trajectories_are_gathered_like_the_samples(gathered, sampler):
+    """thin > 0 adds every rank's trajectory, stacked along the rows (it raised until session 40)."""
+    if sampler == "langevin":
+        parts = _single_process_chains("langevin", "double_well", 0.01, thin=5, barrier_height=1.0)
+    else:
+        parts = [(out, traj) for out, _, traj in _single_process_chains("hmc", "harmonic", 0.1, thin=5, n_leapfrog=3,
+                                                                         k=2.0)]
+    expected = torch.cat([out for out, _ in parts])
+    expected_traj = torch.cat([traj for _, traj in parts], 1)
+    assert expected_traj.shape == (STEPS // 5, WORLD * B, D)
+    for samples, stats, traj in (result[f"{sampler}_thin"] for result in gathered):
+        torch.testing.assert_close(samples, expected, rtol=0, atol=0)
+        torch.testing.assert_close(traj, expected_traj, rtol=0, atol=0)
+        assert stats["n"] == WORLD * B
 
 
 def test_cem_ranks_equal_single_process_with_the_whole_population(gathered):

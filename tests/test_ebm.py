@@ -723,3 +723,31 @@ def test_cuda_row_tiles_loop_past_the_grid_cap(model):
     params = PARAMS[model]
     assert_close_scaled(ebm.energy(x, model, **params), ref.ENERGIES[model](x.double(), **params), torch.float32)
     assert_close_scaled(ebm.score(x, model, **params), ref.SCORES[model](x.double(), **params), torch.float32)
+
+
+# ---------------------------------------------------------------- session 40's review
+
+@pytest.mark.parametrize("model", ["banana", "Gaussian"])
+def test_energy_and_score_name_an_unknown_model(model):
+    for call in (ebm.energy, ebm.score):
+        with pytest.raises(ValueError, match=r"model must be one of gaussian, double_well.*got"):
+            call(torch.randn(4, 3), model)
+
+
+def test_a_missing_tensor_is_named():
+    x = torch.randn(4, 3)
+    with pytest.raises(ValueError, match=r"\bmean must be a tensor, got None"):
+        ebm.gaussian_energy(x, None, torch.eye(3))
+    with pytest.raises(ValueError, match=r"\bprecision must be a tensor, got None"):
+        ebm.score(x, "gaussian", mean=torch.zeros(3))
+    with pytest.raises(ValueError, match=r"\bx must be a tensor, got None"):
+        ebm.harmonic_energy(None)
+
+
+def test_small_numbers_in_messages_keep_their_digits():
+    """Six fixed decimals printed -1e-9 as -0.000000, and a clamp of (2e-7, 1e-7) as 0.000000 > 0.000000."""
+    x = torch.randn(4, 3)
+    with pytest.raises(ValueError, match=r"got -1e-09"):
+        ebm.langevin_step(x, x, -1e-9)
+    with pytest.raises(ValueError, match=r"2e-07.*1e-07"):
+        ebm.langevin_step(x, x, 0.1, clamp=(2e-7, 1e-7))

@@ -532,3 +532,58 @@ def test_cuda_cem_update_is_deterministic():
     for _ in range(3):
         again = fam.cem_update(samples, scores, 6554, mean, std, 0.1, 0.01)
         assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+# ---------------------------------------------------------------- session 40's review
+
+def test_cem_minimize_recovers_from_a_first_population_scored_nan():
+    """A NaN best loses to any number (NaN ranks last): it had stuck for the whole run."""
+    calls = [0]
+
+    def fn(x):
+        calls[0] += 1
+        value = ((x - 1) ** 2).sum(-1)
+        return torch.full_like(value, float("nan")) if calls[0] == 1 else value
+
+    result = fam.cem_minimize(fn, torch.zeros(2), torch.ones(2), 20, 5, 5, generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(result.best_value)
+    assert result.best_value == result.history[1:].min()
+    torch.testing.assert_close(((result.best_x - 1) ** 2).sum(), result.best_value)
+
+
+@pytest.mark.parametrize("score_dtype", [torch.float64, torch.float16])
+def test_cem_minimize_history_has_the_scores_dtype(score_dtype):
+    """As best_value and distributed_cem_minimize's history (it was float32 whatever the scores)."""
+    result = fam.cem_minimize(lambda x: (x.double() ** 2).sum(-1).to(score_dtype), torch.zeros(2), torch.ones(2),
+                              20, 5, 3, generator=torch.Generator().manual_seed(1))
+    assert result.history.dtype == result.best_value.dtype == score_dtype
+    assert result.best_value == result.history.min()
+
+
+@pytest.mark.parametrize("n_samples, n_elite, name", [(0, 1, "n_samples"), (4, 5, "n_elite"), (4, 0, "n_elite")])
+def test_cem_minimize_checks_the_population_before_calling_fn(n_samples, n_elite, name):
+    def fn(x):
+        raise AssertionError("fn was called")
+
+    with pytest.raises(ValueError, match=name):
+        fam.cem_minimize(fn, torch.zeros(2), torch.ones(2), n_samples, n_elite, 3)
+
+
+def test_normal_out_with_a_0_dim_mean_names_it():
+    with pytest.raises((ValueError, RuntimeError), match="out|mean"):
+        fam.normal(torch.tensor(0.0), torch.tensor(1.0), 2, out=torch.empty(3))
+    with pytest.raises((ValueError, RuntimeError), match=r"\bmean\b"):
+        fam.normal(torch.tensor(0.0), torch.tensor(1.0), 2, out=torch.empty(2, 1))
+
+
+def test_normal_out_takes_strided_parameters_beside_it_in_one_buffer():
+    """torch cannot tell whether a strided view overlaps out (TooHard): the parameter is copied, not refused
+    (a real overlap is still an error)."""
+    buffer = torch.zeros(20)
+    buffer[0:6:2] = torch.tensor([1.0, -2.0, 3.0])
+    out = buffer[10:16].view(2, 3)
+    fam.normal(buffer[0:6:2], torch.ones(3), 2, out=out, generator=torch.Generator().manual_seed(5))
+    expected = fam.normal(torch.tensor([1.0, -2.0, 3.0]), torch.ones(3), 2, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="shares memory with mean"):
+        fam.normal(buffer[10:13], torch.ones(3), 2, out=out)

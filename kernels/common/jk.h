@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -34,11 +35,17 @@ extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[];
 
 namespace jk {
 
-// Numbers and shapes are formatted with std::to_string, never streamed: on the GPU image
+// Numbers and shapes are formatted by snprintf and std::to_string, never streamed: on the GPU image
 // an ostream insertion of a number instantiated in an extension crashed inside
 // libstdc++ (headers and runtime library out of step), turning a bad-input error into
-// a segfault. Messages built only from strings are safe everywhere.
-inline std::string num(double value) { return std::to_string(value); }
+// a segfault. Messages built only from strings are safe everywhere. Nine significant digits:
+// std::to_string's fixed six decimals printed a step size of -1e-9 as "-0.000000", and a clamp
+// of (2e-7, 1e-7) as "clamp_min (0.000000) must be <= clamp_max (0.000000)" (session 40's review).
+inline std::string num(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
 
 inline std::string shape(at::IntArrayRef sizes) {
   std::string s = "[";
@@ -50,33 +57,48 @@ inline bool is_supported_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
 }
 
+// A None passed for a Tensor argument arrives as an undefined tensor, whose device or dtype is an error
+// that names nothing ("tensor does not have a device"). Every check below that takes a name starts here.
+inline void check_given(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.defined(), name, " must be a tensor, got None");
+}
+
 // float32 / float64 / float16 / bfloat16.
 inline void check_float(const at::Tensor& t, const char* name) {
+  check_given(t, name);
   TORCH_CHECK_VALUE(is_supported_float(t.scalar_type()), name,
                     " must be float32, float64, float16 or bfloat16, got ", t.scalar_type());
 }
 
 // float32 / float64 only (ops whose accuracy needs full precision).
 inline void check_float32_or_64(const at::Tensor& t, const char* name) {
+  check_given(t, name);
   TORCH_CHECK_VALUE(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, name,
                     " must be float32 or float64, got ", t.scalar_type());
 }
 
 inline void check_dim(const at::Tensor& t, const char* name, int64_t dim) {
+  check_given(t, name);
   TORCH_CHECK_VALUE(t.dim() == dim, name, " must be ", std::to_string(dim), "-D, got shape ", shape(t.sizes()));
 }
 
 inline void check_same_device(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  check_given(a, a_name);
+  check_given(b, b_name);
   TORCH_CHECK_VALUE(a.device() == b.device(), b_name, " is on ", b.device(), " but ", a_name, " is on ",
                     a.device(), ": move both to one device");
 }
 
 inline void check_same_dtype(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  check_given(a, a_name);
+  check_given(b, b_name);
   TORCH_CHECK_VALUE(a.scalar_type() == b.scalar_type(), b_name, " has dtype ", b.scalar_type(), " but ",
                     a_name, " has dtype ", a.scalar_type(), ": convert one of them");
 }
 
 inline void check_same_shape(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  check_given(a, a_name);
+  check_given(b, b_name);
   TORCH_CHECK_VALUE(a.sym_sizes() == b.sym_sizes(), b_name, " has shape ", shape(b.sizes()), " but ", a_name,
                     " has shape ", shape(a.sizes()));
 }
@@ -196,6 +218,20 @@ void call_promoted(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   op.callBoxed(stack);
 }
 
+// A call whose only tensor arguments are None finds no backend: torch raised "There were no tensor
+// arguments to this function ...", naming nothing. Every op's CompositeExplicitAutograd kernel (the one the
+// dispatcher takes with no tensor to go by, and for a backend we have no kernel for) says which argument.
+inline void no_backend_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const auto inputs = torch::jit::last(*stack, arguments.size());
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const bool tensor_wanted = arguments[i].type()->kind() == c10::TypeKind::TensorType;
+    const bool given = inputs[i].isTensor() && inputs[i].toTensor().defined();
+    TORCH_CHECK_VALUE(!tensor_wanted || given, arguments[i].name(), " must be a tensor, got None");
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " has no kernel for its inputs' device (CPU and CUDA have)");
+}
+
 // ---- the three ways to define an op
 
 // m.def(schema, tags) with `kernel` at the Autograd key and, unless the op writes in place, the Autocast
@@ -205,6 +241,8 @@ std::string define(torch::Library& m, const std::string& schema, bool promote, c
   const std::string name = schema.substr(0, schema.find('('));
   m.def(schema.c_str(), tags);
   m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<kernel>()));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
+                                       torch::CppFunction::makeFromBoxedFunction<&no_backend_kernel>()));
   if (promote) {
     m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutocastCPU,
                                          torch::CppFunction::makeFromBoxedFunction<&call_promoted<c10::DispatchKey::AutocastCPU>>()));

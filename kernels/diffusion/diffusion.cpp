@@ -141,7 +141,8 @@ std::string row_suffix(int64_t rows, int64_t r) { return rows > 1 ? " in row " +
 // sync: the kernels check them per row and write NaN to rows whose timestep is out of range (the
 // schedule is only indexed after that check, so it is never read out of bounds).
 void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch) {
-  if (!t.is_cpu() || batch == 0) return;  // an empty batch's (empty) timesteps have no values to check
+  // An empty batch's per-row timesteps hold nothing to check; a scalar t is checked whatever the batch.
+  if (!t.is_cpu() || t.numel() == 0) return;
   const int64_t rows = fn.per_row() ? batch : 1;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t v = fn.t.at(r);
@@ -151,7 +152,7 @@ void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch) 
 }
 
 void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tensor& t_prev, int64_t batch) {
-  if (batch == 0) return;  // an empty batch's (empty) timesteps have no values to check
+  if (t.numel() == 0 || t_prev.numel() == 0) return;  // as in check_ddpm_times
   const int64_t rows = fn.per_row() ? batch : 1;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t v = t.is_cpu() ? fn.t.at(r) : -1;

@@ -12,6 +12,7 @@ tensors); timesteps living on the GPU are not read by the host, so rows with an 
 back as NaN (never zeros, never an out-of-bounds read). Shapes for fake tensors (torch.compile,
 opcheck) come from each op's Meta kernel in diffusion.cpp.
 """
+import operator
 from collections.abc import Callable
 
 import torch
@@ -33,9 +34,15 @@ SCHEDULE_COLUMNS = (
 )
 
 
-def _as_timestep(t) -> torch.Tensor:
-    """Python ints become CPU int64 scalars: read and range-checked on the host, no device copy."""
-    return t if isinstance(t, torch.Tensor) else torch.tensor(int(t), dtype=torch.int64)
+def _as_timestep(t, name: str) -> torch.Tensor:
+    """Python ints become CPU int64 scalars: read and range-checked on the host, no device copy. Anything
+    else but a tensor is refused by name (a float was truncated, None and lists raised int()'s error)."""
+    if isinstance(t, torch.Tensor):
+        return t
+    try:
+        return torch.tensor(operator.index(t), dtype=torch.int64)
+    except TypeError:
+        raise TypeError(f"{name} must be an int or an integer tensor, got {type(t).__name__} {t!r}") from None
 
 
 def ddpm_schedule(num_train_timesteps: int = 1000, beta_schedule: str = "linear", beta_start: float = 1e-4,
@@ -71,7 +78,7 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     the GPU is not read by the host (that would sync): rows whose t is outside [0, T) come back as NaN
     (never clamped, never zeros); the schedule is never read out of bounds.
     """
-    return _ops.ddpm_step(model_output, _as_timestep(t), sample, schedule, noise, prediction_type, clip_sample,
+    return _ops.ddpm_step(model_output, _as_timestep(t, "t"), sample, schedule, noise, prediction_type, clip_sample,
                           clip_sample_range)
 
 
@@ -87,7 +94,7 @@ def ddim_step(model_output: torch.Tensor, t, t_prev, sample: torch.Tensor, sched
     ddpm_step.
     Out-of-range t / t_prev on the GPU give NaN rows, as in ddpm_step; on the host they raise.
     """
-    return _ops.ddim_step(model_output, _as_timestep(t), _as_timestep(t_prev), sample, schedule, eta, noise,
+    return _ops.ddim_step(model_output, _as_timestep(t, "t"), _as_timestep(t_prev, "t_prev"), sample, schedule, eta, noise,
                           prediction_type, clip_sample, clip_sample_range, set_alpha_to_one, use_clipped_model_output)
 
 

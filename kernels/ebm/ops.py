@@ -125,8 +125,8 @@ def _model_args(model: str, params: dict):
         if unknown:
             raise TypeError(f"model 'gaussian' takes mean= and precision=, not {sorted(unknown)}")
         return params.get("mean"), params.get("precision"), []
-    if model not in MODELS:
-        return None, None, []  # the op names the known models
+    if model not in MODELS:  # energy() and score() reach no op that would say so
+        raise ValueError(f"model must be one of {', '.join(MODELS)}; got {model!r}")
     unknown = set(params) - set(MODELS[model])
     if unknown:
         raise TypeError(f"model {model!r} takes {sorted(MODELS[model])}, not {sorted(unknown)}")
@@ -374,19 +374,24 @@ def distributed_chain(x: torch.Tensor, model: str, n_steps: int, step_size: floa
     Call it on every rank (e.g. under torchrun), each with its own x (B, D) on its own device and the same
     B everywhere. Rank r draws its noise from a generator seeded seed + r, so N ranks give exactly the rows
     that N single-process runs with seeds seed, ..., seed + N - 1 give, stacked in rank order.
-    sampler: "langevin" (kwargs as langevin_chain: noise_scale, clamp, model parameters) or "hmc"
-    (kwargs as hmc_chain: n_leapfrog, model parameters).
-    Returns (samples, stats) on every rank. samples: all N*B rows when gather (all_gather), else this
-    rank's B rows. stats (float64, from an all_reduce of per-rank sums, so they cover every rank even
-    without gather): "n", "mean" (D,), "cov" (D, D), and for hmc "accept_rate" over all chains.
+    sampler: "langevin" (kwargs as langevin_chain: noise_scale, clamp, thin, model parameters) or "hmc"
+    (kwargs as hmc_chain: n_leapfrog, thin, model parameters).
+    Returns (samples, stats) on every rank, or (samples, stats, trajectory) when thin > 0. samples: all
+    N*B rows when gather (all_gather), else this rank's B rows; trajectory likewise, (n_steps // thin,
+    N*B or B, D). stats (float64, from an all_reduce of per-rank sums, so they cover every rank even
+    without gather; of the final samples): "n", "mean" (D,), "cov" (D, D), and for hmc "accept_rate"
+    over all chains.
     """
     if sampler not in ("langevin", "hmc"):
         raise ValueError(f"sampler must be 'langevin' or 'hmc', got {sampler!r}")
     generator = torch.Generator(device=x.device).manual_seed(seed + dist.get_rank(group))
+    thin = kwargs.get("thin", 0)
     if sampler == "langevin":
-        out, accepted = langevin_chain(x, model, n_steps, step_size, generator=generator, **kwargs), None
+        result = langevin_chain(x, model, n_steps, step_size, generator=generator, **kwargs)
+        (out, traj), accepted = (result if thin > 0 else (result, None)), None
     else:
-        out, accept_rate = hmc_chain(x, model, n_steps, step_size, generator=generator, **kwargs)
+        out, accept_rate, *traj = hmc_chain(x, model, n_steps, step_size, generator=generator, **kwargs)
+        traj = traj[0] if traj else None
         accepted = accept_rate.double().sum().view(1)
     local = out.double()
     # One all_reduce carries every sum: [count, Σx (D), Σxxᵀ (D·D), accepted].
@@ -400,7 +405,13 @@ def distributed_chain(x: torch.Tensor, model: str, n_steps: int, step_size: floa
     if sampler == "hmc":
         stats["accept_rate"] = sums[-1] / n
     if gather:
-        parts = [torch.empty_like(out) for _ in range(dist.get_world_size(group))]
-        dist.all_gather(parts, out.contiguous(), group=group)
-        out = torch.cat(parts)
-    return out, stats
+        out = _all_gather_rows(out, 0, group)
+        traj = None if traj is None else _all_gather_rows(traj, 1, group)
+    return (out, stats) if traj is None else (out, stats, traj)
+
+
+def _all_gather_rows(t: torch.Tensor, dim: int, group) -> torch.Tensor:
+    """Every rank's t, concatenated along dim in rank order."""
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, t.contiguous(), group=group)
+    return torch.cat(parts, dim)

@@ -32,7 +32,8 @@ def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype 
     """
     if out is not None:
         if out.dim() != 2 or out.shape[0] != n:
-            raise ValueError(f"out must have shape (n, d) = ({n}, {mean.shape[-1]}), got {tuple(out.shape)}")
+            d = mean.shape[-1] if mean.dim() else "d"  # a 0-d mean is the op's error to name
+            raise ValueError(f"out must have shape (n, d) = ({n}, {d}), got {tuple(out.shape)}")
         if dtype is not None and dtype != out.dtype:
             raise ValueError(f"dtype {dtype} differs from out's dtype {out.dtype}")
         _ops.normal_out(mean, std, out=out, generator=generator)
@@ -60,15 +61,28 @@ class CEMResult(NamedTuple):
     std: torch.Tensor        # final std (d,)
     best_x: torch.Tensor     # best sample seen (d,)
     best_value: torch.Tensor  # its score, 0-d
-    history: torch.Tensor    # best score of each iteration's population (n_iters,)
+    history: torch.Tensor    # best score of each iteration's population (n_iters,), the scores' dtype
 
 
 def _keep_best(best_value, best_x, value, x, maximize):
-    """The better of (best_value, best_x) and (value, x), chosen on the device (no host sync)."""
+    """The better of (best_value, best_x) and (value, x), chosen on the device (no host sync). A NaN best
+    loses to anything (NaN ranks last, as in cem_update): a first population scored all NaN had kept
+    best_value NaN for good, since nothing compares below NaN (session 40's review)."""
     if best_value is None:
         return value, x
-    better = (value > best_value) if maximize else (value < best_value)
+    better = best_value.isnan() | ((value > best_value) if maximize else (value < best_value))
     return torch.where(better, value, best_value), torch.where(better, x, best_x)
+
+
+def _check_population(n_samples: int, n_elite: int, n_iters: int, world: int = 1) -> None:
+    """Before fn is first called: n_samples=0 failed in argmin, and n_elite > n_samples after a whole fn call."""
+    if n_iters < 1:
+        raise ValueError(f"n_iters must be >= 1, got {n_iters}")
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    if not 1 <= n_elite <= world * n_samples:
+        total = "n_samples" if world == 1 else "world_size * n_samples"
+        raise ValueError(f"n_elite must be in 1..{total} = {world * n_samples}, got {n_elite}")
 
 
 def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,
@@ -81,15 +95,14 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     refit on the n_elite best (see cem_update), and track the best sample seen. Nothing syncs with
     the host, so the whole call can be captured as one CUDA graph when fn can.
     """
-    if n_iters < 1:
-        raise ValueError(f"n_iters must be >= 1, got {n_iters}")
+    _check_population(n_samples, n_elite, n_iters)
     samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
-    history = torch.empty(n_iters, dtype=torch.float32 if mean.dtype != torch.float64 else mean.dtype,
-                          device=mean.device)
-    best_x, best_value = mean.clone(), None
+    history, best_x, best_value = None, mean.clone(), None
     for it in range(n_iters):
         normal(mean, std, n_samples, out=samples, generator=generator)
         scores = fn(samples)
+        if history is None:  # the scores' dtype, as best_value's and distributed_cem_minimize's (was float32)
+            history = torch.empty(n_iters, dtype=scores.dtype, device=scores.device)
         key = torch.nan_to_num(-scores if maximize else scores, nan=float("inf"))
         i = key.argmin().view(1)
         value = scores.index_select(0, i).squeeze(0)
@@ -114,11 +127,8 @@ def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: t
     Per iteration the ranks exchange the scores (all_gather) and the elite rows (all_reduce of an
     (n_elite, d) tensor); nothing syncs with the host. Every rank returns the same CEMResult.
     """
-    if n_iters < 1:
-        raise ValueError(f"n_iters must be >= 1, got {n_iters}")
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    if not 1 <= n_elite <= world * n_samples:
-        raise ValueError(f"n_elite must be in 1..world_size * n_samples = {world * n_samples}, got {n_elite}")
+    _check_population(n_samples, n_elite, n_iters, world)
     generator = torch.Generator(device=mean.device).manual_seed(seed + rank)
     samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
     history, best_x, best_value = [], None, None

@@ -188,11 +188,19 @@ void normal_out(const at::Tensor& mean, const at::Tensor& std, const at::Tensor&
                     "out has overlapping memory (an expanded or broadcast view): pass a tensor that owns its "
                     "elements");
   TORCH_CHECK_VALUE(out.is_contiguous(), "out must be contiguous, got strides ", jk::shape(out.strides()));
-  for (const auto& [param, name] : {std::pair{&mean, "mean"}, std::pair{&std, "std"}})  // meta tensors share nothing
-    TORCH_CHECK_VALUE(out.is_meta() || at::get_overlap_status(out, *param) == at::MemOverlapStatus::No,
-                      "out shares memory with ", name, ", which the samples would overwrite while it is read: pass ",
-                      name, ".clone()");
-  normal_fill(out, mean, std, generator);
+  // A parameter that shares memory with out would be overwritten while it is read. Where torch cannot
+  // tell (a strided view: TooHard), the (d,) parameter is copied instead of refused (it was refused,
+  // overlapping or not: session 40's review). Meta tensors share nothing.
+  at::Tensor params[2] = {mean, std};
+  const char* names[2] = {"mean", "std"};
+  for (int i = 0; i < 2 && !out.is_meta(); ++i) {
+    const at::MemOverlapStatus status = at::get_overlap_status(out, params[i]);
+    TORCH_CHECK_VALUE(status == at::MemOverlapStatus::No || status == at::MemOverlapStatus::TooHard,
+                      "out shares memory with ", names[i], ", which the samples would overwrite while it is read: pass ",
+                      names[i], ".clone()");
+    if (status == at::MemOverlapStatus::TooHard) params[i] = params[i].clone();
+  }
+  normal_fill(out, params[0], params[1], generator);
 }
 
 std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const at::Tensor& scores, int64_t n_elite,
