@@ -40,7 +40,8 @@ def make_scratch_root(tmp_path: Path, value: float = 1.0, name: str = "scratch")
 
 def run_python(code: str, root: Path, cache: Path, timeout=600, env_extra=None, **popen) -> subprocess.CompletedProcess:
     env = dict(os.environ, JITKERNELS_ROOT=str(root), JITKERNELS_CACHE=str(cache), JITKERNELS_CUDA="0",
-               PYTHONPATH=str(REPO), **(env_extra or {}))
+               PYTHONPATH=str(REPO))
+    env.update(env_extra or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=timeout, **popen)
 
@@ -237,6 +238,25 @@ def test_warm_load_runs_no_compiler_and_prints_nothing(built):
     assert result.returncode == 0, result.stderr
     assert "value 1.0" in result.stdout
     assert result.stderr == ""
+
+
+def test_a_warm_load_of_every_family_prints_nothing():
+    """A warm load prints nothing: not even a torch warning from registration (a second
+    CompositeExplicitAutograd kernel for ddpm_schedule printed "Overriding a previously registered
+    kernel" at every load of diffusion, session 40, call 4)."""
+    names = loader.families()
+    check = f"""
+        import loader
+        for name in {names!r}:
+            loader.load(name)
+        print("loaded")
+    """
+    same_builds = {"JITKERNELS_CUDA": os.environ.get("JITKERNELS_CUDA", "auto")}  # the suite's (GPU: with CUDA)
+    first = run_python(check, loader.kernels_root(), loader.cache_dir(), env_extra=same_builds)  # builds what is missing
+    assert first.returncode == 0, first.stderr
+    warm = run_python(check, loader.kernels_root(), loader.cache_dir(), env_extra=same_builds)
+    assert warm.returncode == 0 and "loaded" in warm.stdout, warm.stderr
+    assert warm.stderr == "", warm.stderr
 
 
 def test_warm_load_reads_no_python_source():

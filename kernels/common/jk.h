@@ -241,8 +241,12 @@ std::string define(torch::Library& m, const std::string& schema, bool promote, c
   const std::string name = schema.substr(0, schema.find('('));
   m.def(schema.c_str(), tags);
   m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, torch::CppFunction::makeFromBoxedFunction<kernel>()));
-  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
-                                       torch::CppFunction::makeFromBoxedFunction<&no_backend_kernel>()));
+  // Not for an op without tensor arguments (ddpm_schedule): its own kernel is that key's, and a second one
+  // made torch warn of an overridden kernel at every load.
+  if (schema.substr(0, schema.find("->")).find("Tensor") != std::string::npos) {
+    m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
+                                         torch::CppFunction::makeFromBoxedFunction<&no_backend_kernel>()));
+  }
   if (promote) {
     m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutocastCPU,
                                          torch::CppFunction::makeFromBoxedFunction<&call_promoted<c10::DispatchKey::AutocastCPU>>()));
