@@ -259,6 +259,24 @@ def test_a_warm_load_of_every_family_prints_nothing():
     assert warm.stderr == "", warm.stderr
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_build_without_its_cuda_half_names_the_device_it_lacks():
+    """fused built with JITKERNELS_CUDA=0 (the C++ half only), called with CUDA tensors: the error says
+    the build has no kernel for cuda tensors (jk.h's no_backend_kernel), not that CPU and CUDA have one."""
+    check = """
+        import torch, loader
+        f = loader.load("fused")
+        x = torch.ones(4, device="cuda")
+        try:
+            f.relu_add(x, x)
+        except NotImplementedError as error:
+            print("error:", error)
+    """
+    result = run_python(check, loader.kernels_root(), loader.cache_dir())  # JITKERNELS_CUDA=0
+    assert result.returncode == 0, result.stderr
+    assert "has no kernel for cuda tensors in this build" in result.stdout, result.stdout + result.stderr
+
+
 def test_warm_load_reads_no_python_source():
     """torch 2.11's torch.library.Library() looks up its caller's line through linecache, which read and
     split all of loader.py in every warm load (0.2-0.3 ms on the GPU host, session 37): fused's

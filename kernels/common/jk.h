@@ -224,12 +224,17 @@ void call_promoted(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
 inline void no_backend_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   const auto inputs = torch::jit::last(*stack, arguments.size());
+  std::optional<c10::Device> device;
   for (size_t i = 0; i < arguments.size(); ++i) {
     const bool tensor_wanted = arguments[i].type()->kind() == c10::TypeKind::TensorType;
     const bool given = inputs[i].isTensor() && inputs[i].toTensor().defined();
     TORCH_CHECK_VALUE(!tensor_wanted || given, arguments[i].name(), " must be a tensor, got None");
+    if (given && !device) device = inputs[i].toTensor().device();
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " has no kernel for its inputs' device (CPU and CUDA have)");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " has no kernel for ",
+                              device ? c10::DeviceTypeName(device->type(), /*lower_case=*/true) : std::string("these"),
+                              " tensors in this build (one built without its CUDA half, as with JITKERNELS_CUDA=0, "
+                              "runs CPU tensors only)");
 }
 
 // ---- the three ways to define an op
