@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 __all__ = ["BuildError", "Family", "families", "load", "prebuild", "reload", "cache_dir", "info",
-           "register_autograd", "register_vmap", "vjp_by_autograd"]
+           "register_autograd", "register_vmap", "register_drawing_vmap", "vjp_by_autograd"]
 
 # Paths are made absolute, not resolved: resolving stats every component (~0.1 ms each time, the warm path
 # took three), and nothing here needs symlinks undone.
@@ -516,6 +516,60 @@ def register_vmap(qualname: str, rule) -> None:
     _library(namespace).impl(name, "FuncTorchBatched", batched_kernel, True)  # True: with the keyset
 
 
+def register_drawing_vmap(qualname: str) -> None:
+    """torch.vmap for an op that draws random numbers, honouring vmap's `randomness`, as torch's own random
+    ops do: "error" (vmap's default) raises; "different" runs the op once per sample, each with draws of
+    its own; "same" runs it once per sample from one generator state, so every sample gets the same draws.
+    torch's per-sample fallback gave every mode "different"'s draws (session 40's review). The generator
+    is the op's `generator` argument, else the default one of the first tensor's device."""
+    namespace, name = qualname.split("::")
+
+    def rule(info, in_dims, *args, **kwargs):
+        if info.randomness == "error":
+            raise RuntimeError(f"vmap: {name.removesuffix('_autograd')} draws random numbers, and vmap is in "
+                               "randomness='error' mode (its "
+                               "default): pass randomness='different' or 'same' to torch.vmap, or draw outside it")
+        op = getattr(getattr(torch.ops, namespace), name).default
+        generator, state = None, None
+        if info.randomness == "same":
+            generator = kwargs.get("generator") or _generator_argument(op, args) or _default_generator(args)
+            state = generator.get_state()
+        outputs = []
+        for b in range(info.batch_size):
+            if state is not None:
+                generator.set_state(state)
+            sample = [_sample_of(a, d, b) for a, d in zip(args, in_dims)]
+            outputs.append(op(*sample, **kwargs))
+        if isinstance(outputs[0], tuple):
+            return tuple(torch.stack(parts) for parts in zip(*outputs)), (0,) * len(outputs[0])
+        return torch.stack(outputs), 0
+
+    register_vmap(qualname, rule)
+
+
+def _sample_of(argument, in_dim, b):
+    """Sample b of a vmapped argument: in_dim is None (not batched), a tensor's batch dimension, or for a
+    list argument (the chains' params) a list of those."""
+    if in_dim is None:
+        return argument
+    if isinstance(argument, (list, tuple)):
+        return type(argument)(_sample_of(a, d, b) for a, d in zip(argument, in_dim))
+    return argument.select(in_dim, b)
+
+
+def _generator_argument(op, args):
+    """The positional `generator` argument of op in args, if it has one and it is given."""
+    names = [argument.name for argument in op._schema.arguments]
+    i = names.index("generator") if "generator" in names else len(args)
+    return args[i] if i < len(args) else None
+
+
+def _default_generator(args) -> torch.Generator:
+    device = next(a.device for a in args if isinstance(a, torch.Tensor))
+    return torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else torch.default_generator
+
+
 def _forward_tangent_at(args) -> int | None:
     """The position of the first tensor argument that carries a forward-mode tangent (torch.func.jvp,
     jacfwd, hessian; torch.autograd.forward_ad), or None."""
@@ -645,7 +699,8 @@ class Family:
             load_reference = functools.partial(_reference_module, spec.name, spec.dir / "reference.py")
             ops_module = _exec_module(f"_jk_ops_{spec.namespace}", spec.dir / "ops.py",
                                       {"NAMESPACE": spec.namespace, "register_autograd": register_autograd,
-                                       "register_vmap": register_vmap, "vjp_by_autograd": vjp_by_autograd,
+                                       "register_vmap": register_vmap, "register_drawing_vmap": register_drawing_vmap,
+                                       "vjp_by_autograd": vjp_by_autograd,
                                        "load_reference": load_reference})
         for op in self._op_names:
             delattr(self, op)

@@ -308,6 +308,46 @@ def test_torch_func_transforms_compile():
                                    msg=name)
 
 
+def drawing_calls(device):
+    """One sample's call of each op that draws (its input shape as the lambda's first argument's)."""
+    schedule = diffusion.ddpm_schedule(20, device=device)
+    return {
+        "normal": ((4,), lambda a: sampling.normal(a, a.abs() + 1, 3)),
+        "langevin_step": ((5, 3), lambda a: ebm.langevin_step(a, a, 0.1)),
+        "langevin_chain": ((5, 3), lambda a: ebm.langevin_chain(a, "harmonic", 2, 0.1)),
+        "hmc_chain": ((5, 3), lambda a: ebm.hmc_chain(a, "harmonic", 2, 0.1, 2)[0]),
+        "ddpm_step": ((2, 6), lambda a: diffusion.ddpm_step(a, 5, a, schedule)),
+        "ddim_step": ((2, 6), lambda a: diffusion.ddim_step(a, 5, 3, a, schedule, eta=1.0)),
+    }
+
+
+@pytest.mark.parametrize("op", ["normal", "langevin_step", "langevin_chain", "hmc_chain", "ddpm_step", "ddim_step"])
+def test_vmap_randomness_is_honoured_by_the_ops_that_draw(device, op):
+    """As for torch's random ops: vmap's default randomness="error" raises, "different" gives each sample
+    draws of its own, "same" gives every sample the draws one call outside vmap makes from that state.
+    (torch's per-sample fallback gave "different" whatever was asked: session 40's review.)"""
+    shape, call = drawing_calls(device)[op]
+    x = torch.randn(*shape, device=device).expand(3, *shape)  # three equal samples
+    with pytest.raises(RuntimeError, match="randomness"):
+        torch.vmap(call)(x)
+    different = torch.vmap(call, randomness="different")(x)
+    assert not torch.equal(different[0], different[1])
+    torch.manual_seed(7)
+    same = torch.vmap(call, randomness="same")(x)
+    after_vmap = torch.randn(2, device=device)
+    torch.manual_seed(7)
+    once = call(x[0])
+    after_once = torch.randn(2, device=device)
+    for sample in same:
+        torch.testing.assert_close(sample, once, rtol=0, atol=0)
+    torch.testing.assert_close(after_vmap, after_once, rtol=0, atol=0)  # the generator moved on as after one call
+    if op in ("langevin_step", "ddpm_step", "ddim_step"):  # differentiable: vmap(grad) reaches jk.h's twin
+        grad_of_sum = torch.func.grad(lambda a: call(a).sum())
+        with pytest.raises(RuntimeError, match="randomness"):
+            torch.vmap(grad_of_sum)(x)
+        torch.vmap(grad_of_sum, randomness="different")(x)
+
+
 @pytest.mark.parametrize("model", ["gaussian", *EBM_PARAMS])
 @pytest.mark.parametrize("kind", ["energy", "score"])
 def test_vmap_of_energies_and_scores_is_one_batched_call(device, model, kind):
@@ -411,6 +451,9 @@ def test_every_op_that_draws_is_tagged_nondeterministic_seeded():
             if name in DRAWING_OPS:
                 found.add(name)
                 assert torch.Tag.nondeterministic_seeded in packet.default.tags, f"{qualname} lacks the tag"
+                if name not in ("normal_out", "langevin_step_"):  # in place: vmap's own fallback writes slices
+                    assert torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "FuncTorchBatched"), \
+                        f"{qualname} has no vmap rule for vmap's randomness (loader.register_drawing_vmap)"
     assert found == DRAWING_OPS
 
 

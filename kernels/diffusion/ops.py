@@ -23,6 +23,7 @@ register_autograd: Callable  # loader.register_autograd, set beside it: torch.li
                              # signature at a fraction of its load time
 vjp_by_autograd: Callable    # loader.vjp_by_autograd: a backward by autograd of a PyTorch formula
 load_reference: Callable     # this family's reference.py, imported on the first call
+register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = ["ddpm_schedule", "ddpm_step", "ddim_step", "conv1d_gn_mish"]
@@ -184,6 +185,9 @@ register_autograd(f"{NAMESPACE}::ddpm_step", _ddpm_step_backward, setup_context=
                   forward_formula=_ddpm_step_forward_formula)
 register_autograd(f"{NAMESPACE}::ddim_step", _ddim_step_backward, setup_context=_step_setup,
                   forward_formula=_ddim_step_forward_formula)
+for _step in ("ddpm_step", "ddim_step"):  # and their twins, which calls under vmap(grad(...)) reach (jk.h)
+    register_drawing_vmap(f"{NAMESPACE}::{_step}")
+    register_drawing_vmap(f"{NAMESPACE}::{_step}_autograd")
 
 
 def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, gn_weight: torch.Tensor,

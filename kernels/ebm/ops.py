@@ -21,6 +21,7 @@ NAMESPACE: str  # the build's op namespace, set by loader.py before this file ru
 register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
                              # signature at a fraction of its load time
 register_vmap: Callable      # loader.register_vmap: torch.library.register_vmap's, quicker to load
+register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
 vjp_by_autograd: Callable    # loader.vjp_by_autograd: a backward by autograd of a PyTorch formula
 load_reference: Callable     # this family's reference.py, imported on the first call
 _ops = getattr(torch.ops, NAMESPACE)
@@ -322,6 +323,8 @@ def _langevin_step_forward_formula(value, x, grad, step_size, noise_scale, lo, h
 
 register_autograd(f"{NAMESPACE}::langevin_step", _langevin_step_backward,
                   setup_context=_langevin_step_setup, forward_formula=_langevin_step_forward_formula)
+for _op in ("langevin_step", "langevin_step_autograd", "langevin_chain", "hmc_chain"):  # the twin: vmap(grad(...))
+    register_drawing_vmap(f"{NAMESPACE}::{_op}")
 
 
 # ---------------------------------------------------------------- chains

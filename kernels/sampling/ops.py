@@ -12,7 +12,9 @@ import torch
 import torch.distributed as dist
 
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
+register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
 _ops = getattr(torch.ops, NAMESPACE)
+register_drawing_vmap(f"{NAMESPACE}::normal")
 
 __all__ = ["normal", "cem_update", "cem_minimize", "distributed_cem_minimize", "CEMResult"]
 
