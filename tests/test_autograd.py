@@ -513,6 +513,21 @@ def test_in_place_ops_bump_the_version_of_what_they_write(device, op):
         loss.backward()
 
 
+@pytest.mark.parametrize("op", ["langevin_step_", "normal_out"])
+def test_in_place_ops_refuse_inference_tensors_before_writing(device, op):
+    """Outside inference mode an inference tensor may not be written (torch's rule): the refusal used to
+    come from the version bump after the write, with the tensor already changed (session 40's review)."""
+    call = in_place_calls(device)[op]
+    with torch.inference_mode():
+        x = torch.zeros(4, 3, device=device)
+    with pytest.raises(RuntimeError, match="inference"):
+        call(x, torch.randn(4, 3, device=device))
+    assert (x == 0).all()
+    with torch.inference_mode():  # where it is allowed
+        call(x, torch.randn(4, 3, device=device))
+    assert not (x == 0).all()
+
+
 def test_in_place_ops_compile(device):
     """torch.compile functionalizes them (a custom op whose output aliases an input it cannot)."""
 

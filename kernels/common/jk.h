@@ -4,6 +4,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
@@ -294,8 +295,12 @@ inline void call_in_place(const c10::OperatorHandle& op, c10::DispatchKeySet key
     TORCH_CHECK(!at::GradMode::is_enabled() || !requires_grad(inputs[i]), op_name, " writes in place and has",
                 " no derivative, but its argument '", arguments[i].name(), "' requires grad: call it under",
                 " torch.no_grad(), on detached tensors, or use the out-of-place op");
-    if (arguments[i].alias_info() != nullptr && arguments[i].alias_info()->isWrite() && inputs[i].isTensor())
+    if (arguments[i].alias_info() != nullptr && arguments[i].alias_info()->isWrite() && inputs[i].isTensor()) {
       written.push_back(inputs[i].toTensor());
+      // As torch's in-place ops, before the write: the version bump after it raised with the tensor written.
+      TORCH_CHECK(!written.back().is_inference() || c10::InferenceMode::is_enabled(), op_name, " writes into '",
+                  arguments[i].name(), "', an inference tensor, outside torch.inference_mode(): clone it first");
+    }
   }
   call_below_autograd(op, keys, stack);
   for (const at::Tensor& t : written) t.unsafeGetTensorImpl()->bump_version();
