@@ -527,8 +527,8 @@ def register_drawing_vmap(qualname: str) -> None:
     def rule(info, in_dims, *args, **kwargs):
         if info.randomness == "error":
             raise RuntimeError(f"vmap: {name.removesuffix('_autograd')} draws random numbers, and vmap is in "
-                               "randomness='error' mode (its "
-                               "default): pass randomness='different' or 'same' to torch.vmap, or draw outside it")
+                               "randomness='error' mode (its default): pass randomness='different' or 'same' to "
+                               "torch.vmap, or draw outside it")
         op = getattr(getattr(torch.ops, namespace), name).default
         generator, state = None, None
         if info.randomness == "same":
