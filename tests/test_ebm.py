@@ -751,3 +751,15 @@ def test_small_numbers_in_messages_keep_their_digits():
         ebm.langevin_step(x, x, -1e-9)
     with pytest.raises(ValueError, match=r"2e-07.*1e-07"):
         ebm.langevin_step(x, x, 0.1, clamp=(2e-7, 1e-7))
+
+
+def test_clamp_and_hmc_options_are_refused_by_name():
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(ebm.langevin_step(x, x, 0.1, 0.0, clamp=torch.tensor(0.5)),
+                               ebm.langevin_step(x, x, 0.1, 0.0, clamp=0.5))  # a 0-d tensor is a number
+    with pytest.raises(TypeError, match=r"\bclamp must be"):
+        ebm.langevin_step(x, x, 0.1, clamp=(1.0, 2.0, 3.0))
+    with pytest.raises(TypeError, match=r"hmc_chain takes no clamp"):
+        ebm.hmc_chain(x, "harmonic", 2, 0.1, 2, clamp=1.0)
+    with pytest.raises(TypeError, match=r"hmc_chain takes no noise_scale"):
+        ebm.hmc_chain(x, "harmonic", 2, 0.1, 2, noise_scale=0.5)

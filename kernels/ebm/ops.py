@@ -267,8 +267,14 @@ def _clamp_bounds(clamp):
         if clamp < 0:
             raise ValueError(f"clamp must be >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, got {clamp}")
         return -float(clamp), float(clamp)
-    lo, hi = clamp
-    return (None if lo is None else float(lo)), (None if hi is None else float(hi))
+    if isinstance(clamp, torch.Tensor) and clamp.dim() == 0:  # a 0-d tensor is a number (it failed to unpack)
+        return _clamp_bounds(clamp.item())
+    try:
+        lo, hi = clamp
+        return (None if lo is None else float(lo)), (None if hi is None else float(hi))
+    except (TypeError, ValueError):
+        raise TypeError(f"clamp must be a number >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, "
+                        f"got {clamp!r}") from None
 
 
 def langevin_step(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_scale: float = 1.0,
@@ -363,6 +369,9 @@ def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_lea
     kernels with ATen ops, without host sync.
     dtypes: float32, float64. Not differentiable: the outputs never require grad (as langevin_chain's).
     """
+    langevin_only = sorted({"clamp", "noise_scale"} & set(params))
+    if langevin_only:  # else _model_args blamed the model: "model 'harmonic' takes ['k'], not ['clamp']"
+        raise TypeError(f"hmc_chain takes no {' or '.join(langevin_only)} (langevin_chain's options)")
     mean, precision, args = _model_args(model, params)
     out, acc, traj = _ops.hmc_chain(x, model, mean, precision, args, n_steps, step_size, n_leapfrog, thin, generator)
     return (out, acc, traj) if thin > 0 else (out, acc)

@@ -52,8 +52,11 @@ def cem_update(samples: torch.Tensor, scores: torch.Tensor, n_elite: int, mean: 
     when maximize; NaN scores rank last and ties go to the lower row index (like a stable sort).
     Returns (smoothing * mean + (1 - smoothing) * elite_mean,
              max(smoothing * std + (1 - smoothing) * elite_std, min_std)).
-    dtypes: samples float32, float64, float16 or bfloat16 (float32 accumulation, float64 for float64);
-    scores any of those. Not differentiable: the outputs never require grad (a selection).
+    dtypes: samples float32, float64, float16 or bfloat16 (the CPU sums in float64; CUDA sums x - x0 in
+    float32 per range of elite rows, x0 the range's first, and merges the ranges in float64; float64 samples
+    stay float64);
+    scores any of those. A negative std raises on the CPU; on CUDA (no host sync) its column's new std is
+    NaN, as in normal. Not differentiable: the outputs never require grad (a selection).
     """
     return _ops.cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
 
