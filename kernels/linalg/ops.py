@@ -212,26 +212,22 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
     result = {}
 
     if linears:
-        calls = []  # (module, input, output) for every call of a Linear in the forward
-
-        def hook(mod, args, out):
-            calls.append((mod, args[0], out))
-
-        handles = [mod.register_forward_hook(hook) for mod in linears]
-        try:
-            with torch.enable_grad():
-                outputs = model(inputs)
-        finally:
-            for h in handles:
-                h.remove()
+        calls, outputs = _linear_calls(model, inputs, linears)
         with torch.enable_grad():
             losses = torch.func.vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)))(outputs, targets)
+        # A Linear's parameter that the graph also reaches outside its calls (a tied embedding, a direct
+        # use in forward) would lose those terms here: such parameters go to torch.func below.
+        shared = _used_outside_calls(losses, linears, calls, params)
+        if shared:
+            linears = {mod: {k: n for k, n in names.items() if n not in shared} for mod, names in linears.items()}
+            linear_names -= shared
+        with torch.enable_grad():
             grads_out = torch.autograd.grad(losses.sum(), [out for _, _, out in calls], allow_unused=True)
         batch = inputs.shape[0]
         for (mod, x, out), g in zip(calls, grads_out):
-            if g is None:
-                continue
             names = linears[mod]
+            if g is None or not names:
+                continue
             x = x.detach()
             if x.dim() == 2:
                 gw, gb = per_sample_grad_linear(x, g, with_bias="bias" in names)
@@ -255,6 +251,61 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
 
         result.update(torch.func.vmap(torch.func.grad(loss_one), in_dims=(None, 0, 0))(others, inputs, targets))
     return {name: result[name] for name in params}
+
+
+def _linear_calls(model, inputs, linears):
+    """[(module, input, output)] for every call of a Linear in one forward of the batch, and the model's
+    output. A later in-place op on a call's output (nn.ReLU(inplace=True)) or input would change the tensor
+    kept here, and with it the gradient taken there (session 40's review: 3.6 off): then the forward runs
+    again with the module's output and the kept input copied, so the in-place ops change the copies."""
+    def run(copy):
+        calls, versions = [], []
+
+        def hook(mod, args, out):
+            x = args[0].detach().clone() if copy else args[0]
+            calls.append((mod, x, out))
+            versions.append((x._version, out._version))
+            return out.clone() if copy else None
+
+        handles = [mod.register_forward_hook(hook) for mod in linears]
+        try:
+            with torch.enable_grad():
+                outputs = model(inputs)
+        finally:
+            for h in handles:
+                h.remove()
+        changed = any((x._version, out._version) != v for (_, x, out), v in zip(calls, versions))
+        return calls, outputs, changed
+
+    calls, outputs, changed = run(copy=False)
+    if changed:
+        calls, outputs, _ = run(copy=True)
+    return calls, outputs
+
+
+def _used_outside_calls(losses, linears, calls, params) -> set:
+    """Names of Linear parameters that the graph of `losses` reaches by more edges than their module's
+    calls made (one edge a call): a weight tied to an embedding, or read directly in forward."""
+    edges, seen, stack = {}, set(), [losses.grad_fn]
+    while stack:
+        node = stack.pop()
+        for successor, _ in node.next_functions:
+            if successor is not None:
+                edges[successor] = edges.get(successor, 0) + 1
+                if successor not in seen:
+                    seen.add(successor)
+                    stack.append(successor)
+    n_calls = {}
+    for mod, _, _ in calls:
+        n_calls[mod] = n_calls.get(mod, 0) + 1
+    shared = set()
+    for mod, names in linears.items():
+        for name in names.values():
+            p = params[name]
+            accumulate = p.view_as(p).grad_fn.next_functions[0][0]  # the leaf's node in the graph
+            if edges.get(accumulate, 0) > n_calls.get(mod, 0):
+                shared.add(name)
+    return shared
 
 
 def memory_info(device=None) -> dict:
