@@ -730,3 +730,47 @@ def test_benchmark_cases_construct():
 
     cases = importlib.import_module("benchmarks.cases_linalg").cases("cpu")
     assert cases and all(c.family == "linalg" for c in cases)
+
+
+# ---------------------------------------------------------------- session 40's review
+
+def test_inverse_root_default_fallback_under_vmap_and_on_meta_and_fake_tensors():
+    """fallback="auto" read the residual on the host: vmap refused the data-dependent branch, and meta and
+    fake tensors have no values. Under vmap every matrix also takes eigh, kept where Newton did not converge."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    A = torch.stack([2 * torch.eye(3), torch.diag(torch.tensor([1.0, 2.0, 3.0]))])
+    by_vmap = torch.vmap(linalg.matrix_inverse_root)(A)
+    torch.testing.assert_close(by_vmap, torch.stack([linalg.matrix_inverse_root(a) for a in A]))
+    grads = torch.func.vmap(torch.func.grad(lambda a: linalg.matrix_inverse_root(a, 4, 1e-3).sum()))(A.double())
+    assert torch.isfinite(grads).all()
+    assert linalg.matrix_inverse_root(torch.empty(2, 4, 4, device="meta")).shape == (2, 4, 4)
+    with FakeTensorMode():
+        assert linalg.matrix_inverse_root(torch.empty(4, 4)).shape == (4, 4)
+
+
+@pytest.mark.parametrize("args, kwargs, name", [((-2,), {}, "p"), ((0,), {}, "p"), ((4, -1.0), {}, "eps"),
+                                                ((), {"long": True}, "A"), ((), {"nan": True}, "NaN")])
+def test_inverse_root_always_checks_its_arguments(args, kwargs, name):
+    """fallback="always" (eigh only) skipped every check: p = -2 gave A^(+1/2), p = 0 ZeroDivisionError."""
+    A = 4 * torch.eye(3)
+    if kwargs.get("long"):
+        A = A.long()
+    if kwargs.get("nan"):
+        A = torch.full((3, 3), float("nan"))
+    with pytest.raises(ValueError, match=name):
+        linalg.matrix_inverse_root(A, *args, fallback="always")
+
+
+@pytest.mark.parametrize("kwargs", [{"betas": (0.9, 1.0)}, {"lr": float("nan")}, {"update_freq": 1.5}])
+def test_shampoo_refuses_settings_that_break_it(kwargs):
+    """betas[1] = 1 made the first step NaN (bias correction 1 - 1); lr NaN and a fractional update_freq passed."""
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        linalg.Shampoo([nn.Parameter(torch.randn(4, 3))], **kwargs)
+
+
+def test_shampoo_steps_a_parameter_of_no_rows():
+    p = nn.Parameter(torch.randn(0, 7))
+    p.grad = torch.zeros(0, 7)
+    linalg.Shampoo([p]).step()
+    assert p.shape == (0, 7)

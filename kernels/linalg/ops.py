@@ -26,10 +26,16 @@ _RESIDUAL_RTOL = {torch.float32: 5e-3, torch.float64: 1e-5}
 
 
 def _no_sync_wanted(A: torch.Tensor) -> bool:
-    """Inside torch.compile tracing or CUDA graph capture a host sync is impossible."""
-    if torch.compiler.is_compiling():
+    """Inside torch.compile tracing or CUDA graph capture a host sync is impossible, and meta and fake tensors
+    have no values to read (the default fallback raised on them until session 40)."""
+    if torch.compiler.is_compiling() or A.is_meta or isinstance(A, torch._subclasses.fake_tensor.FakeTensor):
         return True
     return A.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def _check_arguments(A: torch.Tensor, p, eps, max_cond) -> None:
+    """The op's argument checks alone (on a meta copy of A: no work, no sync), for the routes that skip it."""
+    _ops.matrix_inverse_root(A.to("meta"), p, eps, float(max_cond or 0.0))
 
 
 def _eigh_is_faster(A) -> bool:
@@ -82,16 +88,26 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
     if fallback not in ("auto", "never", "always"):
         raise ValueError(f"fallback must be 'auto', 'never' or 'always', got {fallback!r}")
     if fallback == "auto" and _eigh_is_faster(A):
-        _ops.matrix_inverse_root(A.to("meta"), p, eps, float(max_cond or 0.0))  # only the op's argument checks
-        _check_finite(A)
         fallback = "always"
-    if fallback == "always":
+    if fallback == "always":  # the argument checks and the finiteness check of the other routes (session 40)
+        if isinstance(A, torch.Tensor) and not torch.compiler.is_compiling():
+            _check_arguments(A, p, eps, max_cond)
+        if not _no_sync_wanted(A) and not torch._C._are_functorch_transforms_active():
+            _check_finite(A)
         X, residual = _eigh_inverse_root(A, p, eps), A.new_zeros(A.shape[:-2])
         return (X, residual) if return_residual else X
     X, residual = _ops.matrix_inverse_root(A, p, eps, float(max_cond or 0.0))
     if fallback == "auto" and not _no_sync_wanted(A) and A.numel() > 0:
         bad = ~(residual <= _RESIDUAL_RTOL[A.dtype] * math.sqrt(A.shape[-1]))  # NaN counts as bad
-        if bad.any():  # the one host sync of this path
+        if torch._C._are_functorch_transforms_active():
+            # torch.func (vmap) allows no data-dependent branch: eigh on every matrix, kept where bad. The
+            # others give eigh a matrix of distinct eigenvalues, so its backward stays finite (where's
+            # untaken side still carries a gradient of 0 x that backward).
+            n = A.shape[-1]
+            distinct = torch.diag(torch.arange(1, n + 1, dtype=A.dtype, device=A.device))
+            on_eigh = torch.where(bad[..., None, None], A, distinct)
+            X = torch.where(bad[..., None, None], _eigh_inverse_root(on_eigh, p, eps).to(X.dtype), X)
+        elif bad.any():  # the one host sync of this path
             _check_finite(A)
             if A.dim() == 2:
                 X = _eigh_inverse_root(A, p, eps)
@@ -356,10 +372,15 @@ class Shampoo(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, *, update_freq: int = 1, block_size: int = 1024,
                  root_eps: float = 1e-5, root_method: str = "newton"):
-        if lr < 0 or not 0 <= betas[0] < 1 or not 0 <= betas[1] <= 1 or eps < 0 or weight_decay < 0:
-            raise ValueError("Shampoo: lr, eps, weight_decay must be >= 0 and betas in [0, 1)")
-        if update_freq < 1 or block_size < 1 or not 0 < root_eps < 1:
-            raise ValueError("Shampoo: update_freq, block_size must be >= 1 and root_eps in (0, 1)")
+        # betas[1] = 1 passed until session 40: the first step's bias correction divided by 1 - 1 (NaN).
+        if not (math.isfinite(lr) and lr >= 0) or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1 or eps < 0 \
+                or weight_decay < 0:
+            raise ValueError(f"Shampoo: lr (finite), eps, weight_decay must be >= 0 and betas in [0, 1), got lr={lr}, "
+                             f"betas={tuple(betas)}, eps={eps}, weight_decay={weight_decay}")
+        if not isinstance(update_freq, int) or not isinstance(block_size, int) or update_freq < 1 or block_size < 1 \
+                or not 0 < root_eps < 1:
+            raise ValueError(f"Shampoo: update_freq, block_size must be integers >= 1 and root_eps in (0, 1), got "
+                             f"update_freq={update_freq!r}, block_size={block_size!r}, root_eps={root_eps}")
         if root_method not in ("newton", "eigh"):
             raise ValueError(f"root_method must be 'newton' or 'eigh', got {root_method!r}")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, update_freq=update_freq,
@@ -381,7 +402,7 @@ class Shampoo(torch.optim.Optimizer):
         state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         if p.dim() >= 2:
-            rows, cols = p.shape[0], p[0].numel()
+            rows, cols = p.shape[0], math.prod(p.shape[1:])  # (p[0] fails for a parameter of no rows)
             dtype = self._stat_dtype(p)
             blocks = self._blocks(rows, cols, group["block_size"])
             state["L"] = [torch.zeros(r1 - r0, r1 - r0, dtype=dtype, device=p.device) for r0, r1, _, _ in blocks]
@@ -433,7 +454,7 @@ class Shampoo(torch.optim.Optimizer):
                     dtype = self._stat_dtype(p)
                     for key in ("L", "R", "PL", "PR"):  # load_state_dict casts to the param's dtype
                         state[key] = [t.to(dtype) for t in state[key]]
-                    G = g.reshape(p.shape[0], -1).to(dtype)
+                    G = g.reshape(p.shape[0], math.prod(p.shape[1:])).to(dtype)
                     blocks = self._blocks(G.shape[0], G.shape[1], group["block_size"])
                     for i, (r0, r1, c0, c1) in enumerate(blocks):
                         Gb = G[r0:r1, c0:c1]
@@ -454,7 +475,7 @@ class Shampoo(torch.optim.Optimizer):
             if blocks is None:
                 direction = adam
             else:
-                M = m_hat.reshape(p.shape[0], -1).to(self._stat_dtype(p))
+                M = m_hat.reshape(p.shape[0], math.prod(p.shape[1:])).to(self._stat_dtype(p))
                 D = torch.empty_like(M)
                 for i, (r0, r1, c0, c1) in enumerate(blocks):
                     D[r0:r1, c0:c1] = state["PL"][i] @ M[r0:r1, c0:c1] @ state["PR"][i]
