@@ -21,6 +21,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import json
+import marshal
 import os
 import platform
 import shutil
@@ -115,6 +116,7 @@ LINK_FLAGS = ["-Wl,--exclude-libs,ALL"] if sys.platform.startswith("linux") else
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
 MANIFEST = "manifest.json"
 SOURCES_MEMO = "sources.json"  # <cache>/<family>/: the digest of the sources and their stamps
+OPS_CODE = "ops.code"  # <cache>/<family>/<key>/: ops.py compiled (marshal), see _exec_module
 
 _process_lock = threading.RLock()
 _families: dict[str, "Family"] = {}
@@ -266,7 +268,7 @@ class _Spec:
                 if memo["folders"] == [str(self.dir), str(self.common)] and all(
                         _stamp(path) == stamp for path, stamp in memo["stamps"].items()):
                     return memo["digest"]
-            except (OSError, ValueError, KeyError, AttributeError):
+            except (OSError, ValueError, KeyError, AttributeError, TypeError):  # TypeError: JSON not an object
                 pass
         folders, files = self.source_files()
         stamps = {path: _stamp(path) for path in folders + files}  # before reading: a later edit shows
@@ -318,7 +320,7 @@ class _Spec:
                 return True
             if _sha256(self.library) != manifest["library_sha256"]:
                 return False
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError):  # TypeError: a manifest that is not an object
             return False
         # Intact, but copied or restored (tar keeps mtimes to the second): record the new stat, or
         # every warm load would hash the library again (2.4 ms for fused's, session 15).
@@ -329,10 +331,15 @@ class _Spec:
 def _write_json_atomically(path: Path, value) -> None:
     """Replace the JSON file at path in one step (readers see the old or the new one, never a torn file).
     Best effort: in a read-only cache the file stays as it was."""
+    _write_bytes_atomically(path, json.dumps(value, indent=1).encode())
+
+
+def _write_bytes_atomically(path: Path, data: bytes) -> None:
+    """_write_json_atomically's step for any bytes."""
     temporary = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(json.dumps(value, indent=1))
+        temporary.write_bytes(data)
         os.replace(temporary, path)
     except OSError:
         with contextlib.suppress(OSError):  # e.g. no folder to hold it (a file is where one should be)
@@ -350,16 +357,19 @@ def _stamp(path: str) -> list[int]:
     return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
 
 
-def _files_under(folder: str, folders: list[str]) -> list[str]:
+def _files_under(folder: str, folders: list[str], seen: set | None = None) -> list[str]:
     """Regular files below folder, sorted, skipping __pycache__; the folders listed are appended to
-    `folders`. os.scandir knows each entry's type without a stat call."""
+    `folders`. os.scandir knows each entry's type without a stat call. A symlinked folder is followed
+    (its files were left out of the key, so their edits went unseen: session 40's review), once."""
+    seen = set() if seen is None else seen
+    seen.add(os.path.realpath(folder))
     found = []
     folders.append(folder)
     with os.scandir(folder) as entries:
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name != "__pycache__":
-                    found += _files_under(entry.path, folders)
+            if entry.is_dir():
+                if entry.name != "__pycache__" and (not entry.is_symlink() or os.path.realpath(entry.path) not in seen):
+                    found += _files_under(entry.path, folders, seen)
             elif entry.is_file():
                 found.append(entry.path)
     return sorted(found)
@@ -667,18 +677,36 @@ def _below_autograd(op, keyset, args):
 
 def _reference_module(family: str, path: Path) -> types.ModuleType:
     """A family's reference.py, run on first use (a reload runs an edited one anew): Family.reference,
-    and ops.py's load_reference for backward formulas."""
-    module = sys.modules.get(f"_jk_reference_{family}")
-    return module if module is not None else _exec_module(f"_jk_reference_{family}", path, {})
+    and ops.py's load_reference for backward formulas. One module per file: two kernels roots holding a
+    family of one name shared the first one's (session 40's review)."""
+    module_name = _reference_module_name(family, path)
+    module = sys.modules.get(module_name)
+    return module if module is not None else _exec_module(module_name, path, {})
 
 
-def _exec_module(module_name: str, path: Path, injected: dict) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
+def _reference_module_name(family: str, path: Path) -> str:
+    return f"_jk_reference_{family}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+
+
+def _exec_module(module_name: str, path: Path, injected: dict, code_cache: Path | None = None) -> types.ModuleType:
+    """Run the file at path as a module. Not through Python's import system: its __pycache__ trusts a
+    source whose size and modification second match, so an edit of ops.py within the same second ran the
+    old code after reload (session 40's review). ops.py's code is cached instead in its build's folder
+    (code_cache: the key covers ops.py's bytes and the Python version); other files compile each time."""
+    code = None
+    if code_cache is not None:
+        with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
+            code = marshal.loads(code_cache.read_bytes())
+    if code is None:
+        code = compile(path.read_bytes(), str(path), "exec")
+        if code_cache is not None:
+            _write_bytes_atomically(code_cache, marshal.dumps(code))
+    module = types.ModuleType(module_name)
+    module.__file__ = str(path)
     module.__dict__.update(injected)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(code, module.__dict__)
     except BaseException:
         del sys.modules[module_name]
         raise
@@ -701,9 +729,8 @@ class Family:
                                       {"NAMESPACE": spec.namespace, "register_autograd": register_autograd,
                                        "register_vmap": register_vmap, "register_drawing_vmap": register_drawing_vmap,
                                        "vjp_by_autograd": vjp_by_autograd,
-                                       "load_reference": load_reference})
-        for op in self._op_names:
-            delattr(self, op)
+                                       "load_reference": load_reference},
+                                      code_cache=spec.out_dir / OPS_CODE)
         names = list(getattr(ops_module, "__all__", [])) if ops_module else []
         if not names:  # no ops.py: expose the raw torch.ops overload packets
             prefix = f"{spec.namespace}::"
@@ -712,13 +739,24 @@ class Family:
             source = getattr(torch.ops, spec.namespace)
         else:
             source = ops_module
-        for op in names:
-            setattr(self, op, getattr(source, op))
+        taken = sorted(set(names) & _FAMILY_ATTRIBUTES)
+        if taken:
+            raise ValueError(f"{spec.name}: ops named {taken} would hide the family's own attributes of those "
+                             f"names: rename them in ops.py's __all__")
+        # Every new op is looked up before any attribute changes (a name missing from ops.py left the family
+        # without its ops for good), and old ones are only replaced, never deleted first (other threads
+        # calling an op during a reload found it missing: session 40's review).
+        ops = {op: getattr(source, op) for op in names}
+        for op, value in ops.items():
+            setattr(self, op, value)
+        for op in set(self._op_names) - set(ops):
+            delattr(self, op)
         self._op_names = names
         self.key, self.namespace, self.cuda = spec.key, spec.namespace, spec.cuda
         self.library = spec.library
         self.module, self._reference_path = ops_module, spec.dir / "reference.py"
-        sys.modules.pop(f"_jk_reference_{spec.name}", None)  # a reload runs an edited reference.py anew
+        # a reload runs an edited reference.py anew
+        sys.modules.pop(_reference_module_name(spec.name, spec.dir / "reference.py"), None)
         self.__doc__ = (ops_module.__doc__ if ops_module else None) or f"jitkernels family {spec.name}"
 
     @property
@@ -738,6 +776,10 @@ class Family:
     def __repr__(self):
         halves = "C++ + CUDA" if self.cuda else "C++"
         return f"<jitkernels family {self.name!r} ({halves}), ops: {', '.join(self._op_names)}>"
+
+
+# Names a family object holds itself, which an op must not take (ops.py exporting `cuda` had made f.cuda False).
+_FAMILY_ATTRIBUTES = {"name", "root", "key", "namespace", "cuda", "library", "module", "reference", "ops"}
 
 
 def load(name: str, root: str | os.PathLike | None = None) -> Family:

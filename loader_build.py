@@ -285,7 +285,9 @@ def _build(spec: _Spec) -> None:
     keep = False
     try:
         start, start_ns = time.perf_counter(), time.time_ns()
+        _check_sources_unchanged(spec)
         library = _compile(spec, build_dir)
+        _check_sources_unchanged(spec)
         _publish(spec, build_dir, library, time.perf_counter() - start, start_ns)
         keep = True
     except BuildError as exc:  # what did compile stays good for the next try (not on a full disk)
@@ -296,6 +298,15 @@ def _build(spec: _Spec) -> None:
             _keep_objects(spec, build_dir, digests)
         else:
             shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _check_sources_unchanged(spec: _Spec) -> None:
+    """The key was made from the sources as they were before this process took the lock; an edit while it
+    waited or compiled would be published under the old key, and a later load of the old sources would get
+    the new code (session 40's review). Checked before and after compiling: never publish a mismatch."""
+    if _Spec(spec.name, spec.root, cuda=spec.cuda, reread_sources=True).key != spec.key:
+        raise BuildError(f"{spec.name}'s sources changed while this build waited for the lock or compiled: "
+                         f"nothing was published; load or reload again to build them as they are now")
 
 
 def _take_reusable_objects(spec: _Spec, build_dir: Path, digests: dict[str, str]) -> None:
@@ -311,7 +322,7 @@ def _take_reusable_objects(spec: _Spec, build_dir: Path, digests: dict[str, str]
         reusable = record["config"] == spec.config and not any(
             record["digests"].get(path) != digest and os.stat(path).st_mtime_ns <= record["finished_ns"]
             for path, digest in digests.items())
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # also JSON that is not an object
         reusable = False
     if reusable:
         build_dir.rmdir()
@@ -340,8 +351,8 @@ def _objects_folders_by_age(spec: _Spec) -> list[Path]:
     """The family's objects folders, oldest build first (by the time recorded: file times are coarse)."""
     def finished_ns(folder: Path) -> int:
         try:
-            return json.loads((folder / OBJECTS_RECORD).read_text())["finished_ns"]
-        except (OSError, ValueError, KeyError):
+            return int(json.loads((folder / OBJECTS_RECORD).read_text())["finished_ns"])
+        except (OSError, ValueError, KeyError, TypeError):
             return 0
     return sorted(spec.family_cache.glob("objects-*"), key=finished_ns)
 
@@ -366,6 +377,8 @@ def _prune_superseded_builds(spec: _Spec) -> None:
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
         except (OSError, ValueError):  # not a build folder, or one being deleted
+            continue
+        if not isinstance(manifest, dict):  # valid JSON, but not a manifest
             continue
         if manifest.get("origin") == origin and folder.name != spec.key:
             builds.append((manifest.get("published_ns", 0), folder))
@@ -513,26 +526,44 @@ def _cli_build(args) -> int:
             steps = "" if was_cached else "  " + json.dumps(
                 json.loads((spec.out_dir / MANIFEST).read_text())["step_seconds"])
             print(f"{name:12s} {spec.halves():24s} {'cached' if was_cached else 'built'}{steps}")
-        except (BuildError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 -- an ops.py that raises (ImportError, ...) fails its family only
             failed += 1
-            print(f"{name:12s} FAILED: {exc}", file=sys.stderr)
+            print(f"{name:12s} FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
     return 1 if failed else 0
 
 
 def _cli_clean(args) -> int:
-    names = args.names or (sorted(p.name for p in cache_dir().iterdir()) if cache_dir().is_dir() else [])
+    """Remove families' cache folders: the ones named (plain names only), else every folder of the cache
+    that a build made (it holds the family's .lock). Until session 40 a name was joined to the cache path
+    unchecked, so `clean /some/folder` or `clean ..` deleted folders outside the cache, and a plain `clean`
+    emptied whatever JITKERNELS_CACHE pointed at. Each folder is removed under the family's build lock,
+    so a build running in another process finishes (or is waited for) first."""
+    from filelock import FileLock
+
+    cache = cache_dir()
+    for name in args.names:
+        if name in ("", ".", "..") or os.path.basename(name) != name or os.sep in name:
+            print(f"clean takes family names, not paths: {name!r}", file=sys.stderr)
+            return 2
+    names = args.names or (sorted(p.name for p in cache.iterdir() if (p / ".lock").is_file()) if cache.is_dir()
+                           else [])
     failed = 0
     for name in names:
+        folder = cache / name
+        if not (folder / ".lock").is_file():
+            print(f"nothing cached for {name} in {cache}")
+            continue
         try:
-            shutil.rmtree(cache_dir() / name)
+            with FileLock(str(folder / ".lock")):
+                shutil.rmtree(folder)
         except FileNotFoundError:
             pass
         except OSError as exc:
             failed += 1
-            print(f"could not remove {cache_dir() / name} ({exc.strerror}: {exc.filename}): delete it as a user "
+            print(f"could not remove {folder} ({exc.strerror}: {exc.filename}): delete it as a user "
                   f"who may write there", file=sys.stderr)
             continue
-        print(f"removed {cache_dir() / name}")
+        print(f"removed {folder}")
     return 1 if failed else 0
 
 
