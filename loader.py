@@ -116,7 +116,7 @@ LINK_FLAGS = ["-Wl,--exclude-libs,ALL"] if sys.platform.startswith("linux") else
 DEFAULT_CUDA_ARCH = "9.0"  # forced CUDA builds with no GPU and no TORCH_CUDA_ARCH_LIST
 MANIFEST = "manifest.json"
 SOURCES_MEMO = "sources.json"  # <cache>/<family>/: the digest of the sources and their stamps
-OPS_CODE = "ops.code"  # <cache>/<family>/<key>/: ops.py compiled (marshal), see _exec_module
+OPS_CODE = "ops_code.marshal"  # <cache>/<family>/<key>/: ops.py compiled (marshal), see _exec_module
 
 _process_lock = threading.RLock()
 _families: dict[str, "Family"] = {}
@@ -698,7 +698,7 @@ def _exec_module(module_name: str, path: Path, injected: dict, code_cache: Path 
         with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
             code = marshal.loads(code_cache.read_bytes())
     if code is None:
-        code = compile(path.read_bytes(), str(path), "exec")
+        code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)  # not loader.py's __future__ flags
         if code_cache is not None:
             _write_bytes_atomically(code_cache, marshal.dumps(code))
     module = types.ModuleType(module_name)

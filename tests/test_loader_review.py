@@ -146,3 +146,11 @@ def test_cache_files_that_are_json_but_not_objects_are_rebuilt_around(tmp_path, 
     result = run_python(load, root, cache)
     assert result.returncode == 0, result.stderr
     assert "value 1.0" in result.stdout
+
+
+def test_ops_py_compiles_as_its_own_module():
+    """ops.py is compiled by the loader (not imported): without loader.py's own `from __future__ import
+    annotations`, so its annotations are evaluated as a normal import would."""
+    module = loader.load("fused").module
+    assert module.__annotations__["NAMESPACE"] is str
+    assert module.__file__.endswith("ops.py") and module.relu_add.__module__ == module.__name__
