@@ -279,13 +279,13 @@ def _build(spec: _Spec) -> None:
     one-line source (jk.h) and the link."""
     _check_toolchain(spec)
     _clear_leftovers(spec)
+    _check_sources_unchanged(spec)  # before any folder is made or last build's objects are taken
     build_dir = Path(tempfile.mkdtemp(prefix=f"build-{spec.key[:12]}-", dir=spec.family_cache))
     digests = {path: loader._sha256(Path(path)) for path in spec.source_files()[1]}  # what this build reads
     _take_reusable_objects(spec, build_dir, digests)
     keep = False
     try:
         start, start_ns = time.perf_counter(), time.time_ns()
-        _check_sources_unchanged(spec)
         library = _compile(spec, build_dir)
         _check_sources_unchanged(spec)
         _publish(spec, build_dir, library, time.perf_counter() - start, start_ns)
