@@ -82,6 +82,10 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       On the CPU, "auto" takes one (n, n) matrix with n >= 64 that needs no gradient straight to
       eigh, which is faster there (2-5x at n = 256).
     Diagonal matrices (n = 1, A = I) are computed exactly, elementwise.
+    Negative eigenvalues (A not quite PSD after rounding): the eigh routes and reference.py clamp them at 0;
+      the Newton iteration roots A + eps I as it is, so an eigenvalue in (-eps, 0) gives a larger root there,
+      and one below -eps inf/NaN with fallback="never" ("auto" then recomputes it with eigh).
+    Float32 entries above ~1.7e38 (half of float32's largest) overflow in A + Aᵀ: NaN on every route.
     Differentiable in A (backward through eigh: exact for symmetric A, slower than forward).
     Returns X, or (X, residual) with residual = ||M - I||_F per matrix if return_residual.
     """
