@@ -19,7 +19,6 @@ import contextlib
 import functools
 import hashlib
 import importlib.machinery
-import importlib.util
 import json
 import marshal
 import os
@@ -531,7 +530,13 @@ def register_drawing_vmap(qualname: str) -> None:
     ops do: "error" (vmap's default) raises; "different" runs the op once per sample, each with draws of
     its own; "same" runs it once per sample from one generator state, so every sample gets the same draws.
     torch's per-sample fallback gave every mode "different"'s draws (session 40's review). The generator
-    is the op's `generator` argument, else the default one of the first tensor's device."""
+    is the op's `generator` argument, else the default one of the first tensor's device. An op defined with
+    jk::def_differentiable gets the rule on its `_autograd` twin too, which vmap(grad(...)) reaches."""
+    try:
+        torch._C._get_schema(f"{qualname}_autograd", "")
+        register_drawing_vmap(f"{qualname}_autograd")
+    except RuntimeError:  # no twin
+        pass
     namespace, name = qualname.split("::")
 
     def rule(info, in_dims, *args, **kwargs):
@@ -569,9 +574,7 @@ def _sample_of(argument, in_dim, b):
 
 def _generator_argument(op, args):
     """The positional `generator` argument of op in args, if it has one and it is given."""
-    names = [argument.name for argument in op._schema.arguments]
-    i = names.index("generator") if "generator" in names else len(args)
-    return args[i] if i < len(args) else None
+    return dict(zip((argument.name for argument in op._schema.arguments), args)).get("generator")
 
 
 def _default_generator(args) -> torch.Generator:

@@ -227,10 +227,9 @@ inline void no_backend_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet
   const auto inputs = torch::jit::last(*stack, arguments.size());
   std::optional<c10::Device> device;
   for (size_t i = 0; i < arguments.size(); ++i) {
-    const bool tensor_wanted = arguments[i].type()->kind() == c10::TypeKind::TensorType;
-    const bool given = inputs[i].isTensor() && inputs[i].toTensor().defined();
-    TORCH_CHECK_VALUE(!tensor_wanted || given, arguments[i].name(), " must be a tensor, got None");
-    if (given && !device) device = inputs[i].toTensor().device();
+    const at::Tensor tensor = inputs[i].isTensor() ? inputs[i].toTensor() : at::Tensor();
+    if (arguments[i].type()->kind() == c10::TypeKind::TensorType) check_given(tensor, arguments[i].name().c_str());
+    if (tensor.defined() && !device) device = tensor.device();
   }
   TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " has no kernel for ",
                               device ? c10::DeviceTypeName(device->type(), /*lower_case=*/true) : std::string("these"),

@@ -185,9 +185,8 @@ register_autograd(f"{NAMESPACE}::ddpm_step", _ddpm_step_backward, setup_context=
                   forward_formula=_ddpm_step_forward_formula)
 register_autograd(f"{NAMESPACE}::ddim_step", _ddim_step_backward, setup_context=_step_setup,
                   forward_formula=_ddim_step_forward_formula)
-for _step in ("ddpm_step", "ddim_step"):  # and their twins, which calls under vmap(grad(...)) reach (jk.h)
+for _step in ("ddpm_step", "ddim_step"):
     register_drawing_vmap(f"{NAMESPACE}::{_step}")
-    register_drawing_vmap(f"{NAMESPACE}::{_step}_autograd")
 
 
 def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, gn_weight: torch.Tensor,

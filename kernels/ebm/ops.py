@@ -329,7 +329,7 @@ def _langevin_step_forward_formula(value, x, grad, step_size, noise_scale, lo, h
 
 register_autograd(f"{NAMESPACE}::langevin_step", _langevin_step_backward,
                   setup_context=_langevin_step_setup, forward_formula=_langevin_step_forward_formula)
-for _op in ("langevin_step", "langevin_step_autograd", "langevin_chain", "hmc_chain"):  # the twin: vmap(grad(...))
+for _op in ("langevin_step", "langevin_chain", "hmc_chain"):
     register_drawing_vmap(f"{NAMESPACE}::{_op}")
 
 
@@ -400,7 +400,8 @@ def distributed_chain(x: torch.Tensor, model: str, n_steps: int, step_size: floa
     thin = kwargs.get("thin", 0)
     if sampler == "langevin":
         result = langevin_chain(x, model, n_steps, step_size, generator=generator, **kwargs)
-        (out, traj), accepted = (result if thin > 0 else (result, None)), None
+        out, traj = result if thin > 0 else (result, None)
+        accepted = None
     else:
         out, accept_rate, *traj = hmc_chain(x, model, n_steps, step_size, generator=generator, **kwargs)
         traj = traj[0] if traj else None
