@@ -73,4 +73,14 @@ void launch_langevin_chain(jk::CudaLaunch& launch, const jk::CudaTensor& x, cons
   });
 }
 
+// Instantiated in ebm_langevin_f64.cu only: without this declaration ebm_langevin.cu, whose dispatcher
+// names the float64 chain, compiled every float64 kernel a second time (session 41: the split of session
+// 27 had saved nothing on ebm's slowest file).
+extern template void launch_langevin_chain<double>(jk::CudaLaunch& launch, const jk::CudaTensor& x,
+                                                   const jk::CudaTensor& out, const jk::CudaTensor& traj,
+                                                   const ModelSpec& spec, const jk::CudaTensor& mean,
+                                                   const jk::CudaTensor& precision, int64_t n_steps,
+                                                   const LangevinUpdate<double>& u, int64_t thin,
+                                                   const at::PhiloxCudaState& philox);
+
 }  // namespace ebm
