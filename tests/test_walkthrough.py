@@ -1,0 +1,44 @@
+"""What a new user does first: follow the README and run the examples, as written."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _readme_block(after: str, language: str) -> str:
+    """The README's first ```language block that follows the line starting with `after`."""
+    text = (REPO / "README.md").read_text()
+    start = text.index("\n" + after) + 1
+    match = re.compile(rf"^```{language}\n(.*?)^```$", re.S | re.M).search(text, start)
+    return match.group(1)
+
+
+def test_readme_adding_a_family_builds_as_written(tmp_path):
+    """'Adding a family' copied verbatim into a kernels folder must build, load and run. Its myfam.cpp
+    once included cuda_host.h and registered a CUDA kernel outside `#ifdef JK_WITH_CUDA`, used Scale
+    without myfam.h and at::empty_symint / AT_DISPATCH without their headers: no build could pass."""
+    family = tmp_path / "kernels" / "myfam"
+    family.mkdir(parents=True)
+    (family / "myfam.h").write_text(_readme_block("`myfam.h` (see", "cpp"))
+    (family / "myfam.cpp").write_text(_readme_block("`myfam.cpp` (see", "cpp"))
+    (family / "myfam.cu").write_text(_readme_block("`myfam.cu` holds the kernels", "cpp"))
+    (family / "ops.py").write_text(_readme_block("`ops.py` gets the build's namespace", "python"))
+    script = """
+import torch, loader
+f = loader.myfam
+device = "cuda" if f.cuda and torch.cuda.is_available() else "cpu"
+x = torch.arange(4.0, device=device, requires_grad=True)
+y = f.scale(x, 2.5)
+torch.testing.assert_close(y, x.detach() * 2.5)
+y.sum().backward()
+torch.testing.assert_close(x.grad, torch.full_like(x, 2.5))
+print("ok")
+"""
+    env = os.environ | {"PYTHONPATH": str(REPO), "JITKERNELS_ROOT": str(family.parent),
+                        "JITKERNELS_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
