@@ -587,3 +587,20 @@ def test_normal_out_takes_strided_parameters_beside_it_in_one_buffer():
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
     with pytest.raises(ValueError, match="shares memory with mean"):
         fam.normal(buffer[10:13], torch.ones(3), 2, out=out)
+
+
+# ---------------------------------------------------------------- a new user's walkthrough
+
+@pytest.mark.parametrize("fn, error, given", [
+    (lambda x: x ** 2, ValueError, r"got shape \[16, 3\]"),          # per-coordinate, not per-sample (was an IndexError)
+    (lambda x: (x ** 2).sum(-1, keepdim=True), ValueError, r"got shape \[16, 1\]"),
+    (lambda x: (x ** 2).sum(-1).tolist(), TypeError, "got list"),     # was "'list' object has no attribute 'dtype'"
+])
+def test_cem_minimize_names_fn_when_its_scores_are_not_one_per_sample(fn, error, given):
+    with pytest.raises(error, match=r"fn must return .*\(n_samples,\) = \(16,\).*" + given):
+        fam.cem_minimize(fn, torch.zeros(3), torch.ones(3), 16, 4, 2)
+
+
+def test_cem_minimize_names_mean_given_as_a_list():
+    with pytest.raises(TypeError, match="mean must be a tensor .* got list"):  # was "'list' object has no attribute 'shape'"
+        fam.cem_minimize(lambda x: (x ** 2).sum(-1), [0.0, 0.0], torch.ones(2), 16, 4, 2)

@@ -90,6 +90,21 @@ def _check_population(n_samples: int, n_elite: int, n_iters: int, world: int = 1
         raise ValueError(f"n_elite must be in 1..{total} = {world * n_samples}, got {n_elite}")
 
 
+def _check_mean(mean) -> None:
+    """mean's shape sizes the samples before any op sees it (a list raised "'list' object has no attribute")."""
+    if not isinstance(mean, torch.Tensor):
+        raise TypeError(f"mean must be a tensor of shape (d,), got {type(mean).__name__}")
+
+
+def _check_scores(scores, n_samples: int) -> None:
+    """fn's output, before it is indexed: (n_samples, d) scores raised "index out of range in self"."""
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"fn must return a tensor of shape (n_samples,) = ({n_samples},), got {type(scores).__name__}")
+    if scores.shape != (n_samples,):
+        raise ValueError(f"fn must return one score per sample, shape (n_samples,) = ({n_samples},), "
+                         f"got shape {list(scores.shape)}")
+
+
 def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,
                  n_samples: int, n_elite: int, n_iters: int, *, smoothing: float = 0.0,
                  min_std: float = 0.0, maximize: bool = False,
@@ -101,11 +116,13 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     the host, so the whole call can be captured as one CUDA graph when fn can.
     """
     _check_population(n_samples, n_elite, n_iters)
+    _check_mean(mean)
     samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
     history, best_x, best_value = None, mean.clone(), None
     for it in range(n_iters):
         normal(mean, std, n_samples, out=samples, generator=generator)
         scores = fn(samples)
+        _check_scores(scores, n_samples)
         if history is None:  # the scores' dtype, as best_value's and distributed_cem_minimize's (was float32)
             history = torch.empty(n_iters, dtype=scores.dtype, device=scores.device)
         key = torch.nan_to_num(-scores if maximize else scores, nan=float("inf"))
@@ -134,12 +151,15 @@ def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: t
     """
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     _check_population(n_samples, n_elite, n_iters, world)
+    _check_mean(mean)
     generator = torch.Generator(device=mean.device).manual_seed(seed + rank)
     samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
     history, best_x, best_value = [], None, None
     for _ in range(n_iters):
         normal(mean, std, n_samples, out=samples, generator=generator)
-        scores = fn(samples).contiguous()
+        scores = fn(samples)
+        _check_scores(scores, n_samples)
+        scores = scores.contiguous()
         score_parts = [torch.empty_like(scores) for _ in range(world)]
         dist.all_gather(score_parts, scores, group=group)
         all_scores = torch.cat(score_parts)
