@@ -33,7 +33,7 @@ def timed(fn, device, repeats=3):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
     parser.add_argument("--chains", type=int, default=None, help="parallel chains (default: 65536 GPU, 8192 CPU)")

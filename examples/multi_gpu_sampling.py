@@ -39,7 +39,7 @@ def rastrigin(x):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch", type=int, default=2 ** 20, help="chains in total, split over the ranks")
     parser.add_argument("--dim", type=int, default=16)

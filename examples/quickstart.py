@@ -72,7 +72,7 @@ def time_ms(fn, device: str, repeats: int = 15) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--full", action="store_true", help="benchmark sizes instead of small ones")
     args = parser.parse_args()

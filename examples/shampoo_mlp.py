@@ -55,7 +55,7 @@ def train(name, make_opt, x, y, args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--width", type=int, default=None, help="hidden width (default 128 on CPU, 1024 on GPU)")
     parser.add_argument("--steps", type=int, default=None)
