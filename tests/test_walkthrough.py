@@ -69,5 +69,5 @@ def test_ebm_sampling_prints_its_speedup_honestly(tmp_path):
     line = next(line for line in result.stdout.splitlines() if "autograd loop" in line)
     ours, theirs = (float(value) for value in re.findall(r"([\d.]+) ms", line))
     ratio = float(re.search(r"\(([\d.]+)x\)", line).group(1))
-    assert abs(ratio - theirs / ours) <= 0.05 + 0.01 * ratio, line
+    assert abs(ratio - theirs / ours) <= 0.05 + 0.03 * ratio, line  # the printed times are rounded
     assert "(from 20 steps)" in line, line
