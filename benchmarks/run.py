@@ -237,7 +237,7 @@ def update_benchmarks_doc(env: dict, table: str, png: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", nargs="*", help="default: every family with a cases file")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

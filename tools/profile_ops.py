@@ -53,7 +53,7 @@ def kernel_times(fn, calls: int) -> list[tuple[str, float, float]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("patterns", nargs="+")
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--ours-only", action="store_true")
