@@ -280,11 +280,14 @@ def main() -> int:
             rows.append(row)
             loop = (f"  loop: ours {row['ours_loop_us']:.1f} eager {_fmt(row.get('eager_loop_us'), '.1f')} "
                     f"compile {_fmt(row.get('compile_loop_us'), '.1f')}" if row.get("ours_loop_us") else "")
+            # A percentage not measured (no byte count; clean L2 is CUDA only) prints "–", as in the table, not 0.
+            percent = {key: _fmt(row[key] * 100 if row.get(key) else None, '4.0f')
+                       for key in ("of_floor", "of_copy", "of_floor_clean")}
             print(f"{row['family']:10s} {row['op']:24s} {row['shape']:24s} {row['dtype']:9s} "
                   f"ours {_fmt(row.get('ours_us'), '9.1f')}  eager {_fmt(row.get('eager_us'), '9.1f')}  "
-                  f"compile {_fmt(row.get('compile_us'), '9.1f')}  floor% {_fmt((row.get('of_floor') or 0) * 100, '4.0f')}"
-                  f"  copy% {_fmt((row.get('of_copy') or 0) * 100, '4.0f')}"
-                  f"  clean-L2 floor% {_fmt((row.get('of_floor_clean') or 0) * 100, '4.0f')}"
+                  f"compile {_fmt(row.get('compile_us'), '9.1f')}  floor% {percent['of_floor']}"
+                  f"  copy% {percent['of_copy']}"
+                  f"  clean-L2 floor% {percent['of_floor_clean']}"
                   f" x compile {_fmt(row.get('vs_compile_clean'), '.2f')}{loop}"
                   f"  {row.get('note', '')}", flush=True)
         torch.cuda.empty_cache() if device == "cuda" else None
