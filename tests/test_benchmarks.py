@@ -53,14 +53,15 @@ def test_every_benchmark_script_help_gives_its_docstring_first_paragraph_whole()
         assert first_paragraph in " ".join(output.split()), f"{path.name} --help:\n{output}"
 
 
-def test_progress_line_shows_unmeasured_percentages_as_a_dash(monkeypatch, capsys):
+def test_progress_line_shows_unmeasured_percentages_as_a_dash(monkeypatch, capsys, tmp_path):
     """The line printed per case gave "clean-L2 floor%    0" on the CPU (never measured there) and "floor% 0"
     for cases without a byte count, as if measured; the Markdown table shows "–" for both."""
     row = {"family": "linalg", "op": "Shampoo step vs Adam", "shape": "MLP", "dtype": "float32", "ours_us": 10.0,
            "eager_us": 20.0, "vs_eager": 2.0, "note": ""}
     monkeypatch.setattr(run, "copy_rate_gbps", lambda device: 10.0)
     monkeypatch.setattr(run, "run_case", lambda case, device, rate: dict(row))
-    monkeypatch.setattr(sys, "argv", ["run.py", "--device", "cpu", "--families", "fused", "--match", "relu_add float32"])
+    monkeypatch.setattr(sys, "argv", ["run.py", "--device", "cpu", "--families", "fused", "--match", "relu_add float32",
+                                      "--out", str(tmp_path)])
     assert run.main() == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("linalg"))
     assert "floor% – copy% – clean-L2 floor% –" in " ".join(line.split()), line
