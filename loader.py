@@ -225,6 +225,9 @@ class _Spec:
         self.root = root
         self.dir = root / name
         if not (self.dir / f"{name}.cpp").is_file():
+            if not root.is_dir():  # a mistyped root argument or JITKERNELS_ROOT: say so, not "families: none"
+                raise ValueError(f"no kernel family {name!r}: the kernels root {root} is not a folder "
+                                 "(the root argument, else JITKERNELS_ROOT)")
             known = ", ".join(families(root)) or "none"
             raise ValueError(f"no kernel family {name!r} under {root} (families: {known})")
         self.common = _common_dir(root)

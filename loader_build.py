@@ -502,6 +502,9 @@ def info() -> dict:
 
 
 def _cli_list(args) -> int:
+    if not families(args.root):  # printed nothing and exited 0 for a mistyped JITKERNELS_ROOT
+        print(f"no kernel families under {kernels_root(args.root)}", file=sys.stderr)
+        return 1
     for name in families(args.root):
         spec = _Spec(name, kernels_root(args.root))
         if spec.cached_build_complete():

@@ -618,6 +618,17 @@ def test_cli_list_and_info(built):
     assert info.returncode == 0 and "torch" in info.stdout and str(cache) in info.stdout
 
 
+def test_a_kernels_root_that_is_not_a_folder_is_named(tmp_path):
+    """A mistyped JITKERNELS_ROOT: `list` printed nothing and exited 0, and load said "(families: none)"."""
+    missing = tmp_path / "no_such_kernels"
+    env = dict(os.environ, JITKERNELS_ROOT=str(missing), JITKERNELS_CACHE=str(tmp_path / "cache"))
+    listing = subprocess.run([sys.executable, str(REPO / "loader.py"), "list"], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert listing.returncode == 1 and f"no kernel families under {missing}" in listing.stderr, listing
+    with pytest.raises(ValueError, match="the kernels root .*no_such_kernels is not a folder"):
+        loader.load("fused", missing)
+
+
 def test_register_autograd_fills_dropped_defaults_and_slices_needs_input_grad():
     # The dispatcher hands the Autograd kernel only the arguments that differ from their defaults;
     # setup_context must still see every input, and backward needs_input_grad for the op's inputs.
