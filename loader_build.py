@@ -502,10 +502,11 @@ def info() -> dict:
 
 
 def _cli_list(args) -> int:
-    if not families(args.root):  # printed nothing and exited 0 for a mistyped JITKERNELS_ROOT
+    names = families(args.root)
+    if not names:  # printed nothing and exited 0 for a mistyped JITKERNELS_ROOT
         print(f"no kernel families under {kernels_root(args.root)}", file=sys.stderr)
         return 1
-    for name in families(args.root):
+    for name in names:
         spec = _Spec(name, kernels_root(args.root))
         if spec.cached_build_complete():
             state = f"cached  {spec.library.stat().st_size / 1e6:6.2f} MB"
