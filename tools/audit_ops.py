@@ -4,7 +4,8 @@
     python tools/audit_ops.py [--device cuda|cpu] [--root PROJECT] [--only SECTION,...] [--list] [--all] [--verbose]
 
 Written in session 24 (it found the silent wrong results listed in README's Known issues); the CPU run
-takes ~30 s on the 2-core dev machine. tools/gpu_check.sh runs it on the GPU as STEPS=audit.
+takes ~30-70 s on the 2-core dev machine (67 s and 21,546 checks in session 41). tools/gpu_check.sh runs
+it on the GPU as STEPS=audit.
 
 Output: one line per FAILED check, "FAIL <op> [<case>]: <what was wrong>" (max |diff| and the worst
 element, NaN where the reference is finite, finite where it is NaN/inf, an unexpected exception, a
