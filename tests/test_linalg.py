@@ -317,6 +317,19 @@ def test_inverse_root_of_huge_or_tiny_entries(device, dtype, scale, eps):
     assert rel_err(X, linalg.reference.matrix_inverse_root(A, 4, eps)) < (1e-3 if dtype == torch.float32 else 1e-8)
 
 
+@pytest.mark.parametrize("n", [1, 3, 32])
+def test_inverse_root_of_overflowing_entries_is_nan_on_every_route(device, n):
+    """As documented: float32 entries above half the largest overflow in A + Aᵀ, NaN on every route. On the
+    CPU's eigh routes an all-inf matrix raised LAPACK's "failed to converge" (n = 3..16), and n = 1 gave 0."""
+    A = torch.full((n, n), 2e38, device=device)
+    for fallback in ("never", "auto", "always"):
+        assert torch.isnan(linalg.matrix_inverse_root(A, fallback=fallback)).all(), fallback
+    batch = torch.stack([A, torch.eye(n, device=device)])  # only the overflowing matrix is NaN
+    X = linalg.matrix_inverse_root(batch, 4, 0.0, fallback="always")
+    assert torch.isnan(X[0]).all()
+    torch.testing.assert_close(X[1], torch.eye(n, device=device))
+
+
 def test_inverse_root_uses_the_symmetric_part(device):
     """As the reference and the eigh fallback do: every route gives the root of (A + A^T) / 2."""
     A = torch.tensor([[2.0, 1.0], [0.0, 3.0]], dtype=torch.float64, device=device)

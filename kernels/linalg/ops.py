@@ -54,8 +54,14 @@ def _check_finite(A: torch.Tensor) -> None:
 
 
 def _eigh_inverse_root(A: torch.Tensor, p: int, eps: float) -> torch.Tensor:
-    L, V = torch.linalg.eigh((A + A.mT) / 2)
-    return (V * (L.clamp_min(0) + eps).pow(-1.0 / p).unsqueeze(-2)) @ V.mT
+    S = (A + A.mT) / 2
+    # Entries above half the dtype's largest overflow in A + Aᵀ. LAPACK's eigh then raised "failed to
+    # converge" (CPU, n = 3..16) or returned NaN or, for n = 1, a root of 0: give NaN, as the iteration does.
+    # Checked per matrix on the device (no host sync, no data-dependent branch for torch.func).
+    finite = S.isfinite().all(-1, keepdim=True).all(-2, keepdim=True)
+    L, V = torch.linalg.eigh(torch.where(finite, S, torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)))
+    X = (V * (L.clamp_min(0) + eps).pow(-1.0 / p).unsqueeze(-2)) @ V.mT
+    return torch.where(finite, X, float("nan"))
 
 
 def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_cond: float | None = None,
