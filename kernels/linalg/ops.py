@@ -93,7 +93,9 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       and one below -eps inf/NaN with fallback="never" ("auto" then recomputes it with eigh).
     Float32 entries above ~1.7e38 (half of float32's largest) overflow in A + Aᵀ: NaN on every route.
     Differentiable in A (backward through eigh: exact for symmetric A, slower than forward).
-    Returns X, or (X, residual) with residual = ||M - I||_F per matrix if return_residual.
+    Returns X, or (X, residual) with residual = ||M - I||_F per matrix if return_residual: the
+      iteration's, also for matrices "auto" then recomputed with eigh; 0 where eigh alone ran ("always",
+      and the CPU's one-large-matrix "auto" route above).
     """
     if fallback not in ("auto", "never", "always"):
         raise ValueError(f"fallback must be 'auto', 'never' or 'always', got {fallback!r}")
