@@ -762,6 +762,30 @@ def test_inverse_root_default_fallback_under_vmap_and_on_meta_and_fake_tensors()
         assert linalg.matrix_inverse_root(torch.empty(4, 4)).shape == (4, 4)
 
 
+def test_vmap_of_inverse_root_and_kron_is_one_batched_call(device):
+    """Without batching rules torch.vmap called the op once per member (and warned of a performance drop):
+    the vmapped dimension is now one more batch dimension of a single call, for the op and under grad."""
+    from torch.profiler import ProfilerActivity, profile
+
+    A = torch.randn(6, 4, 4, dtype=torch.float64, device=device)
+    A = A @ A.mT + torch.eye(4, dtype=torch.float64, device=device)
+    B = torch.randn(2, 3, dtype=torch.float64, device=device)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        X, residual = torch.vmap(lambda a: linalg.matrix_inverse_root(a, fallback="never", return_residual=True))(A)
+        K = torch.vmap(linalg.kron, in_dims=(0, None))(A, B)  # B unbatched: expanded to every member
+    names = [event.name for event in prof.events()]
+    # one call at the vmap level and one batched call below it (the fallback: 1 + 6)
+    assert sum(name.endswith("::matrix_inverse_root") for name in names) == 2, names
+    assert sum(name.endswith("::kron") for name in names) == 2, names
+    torch.testing.assert_close(X, torch.stack([linalg.matrix_inverse_root(a, fallback="never") for a in A]))
+    assert residual.shape == (6,)
+    torch.testing.assert_close(K, torch.stack([linalg.kron(a, B) for a in A]))
+    by_rows = torch.vmap(linalg.matrix_inverse_root, in_dims=1)(A.view(2, 3, 4, 4))  # a vmapped dim inside
+    torch.testing.assert_close(by_rows, X.view(2, 3, 4, 4).transpose(0, 1))
+    grads = torch.func.vmap(torch.func.grad(lambda a, b: linalg.kron(a, b).pow(2).sum()), in_dims=(0, None))(A, B)
+    torch.testing.assert_close(grads, torch.stack([2 * (B * B).sum() * a for a in A]))
+
+
 @pytest.mark.parametrize("args, kwargs, name", [((-2,), {}, "p"), ((0,), {}, "p"), ((4, -1.0), {}, "eps"),
                                                 ((), {"long": True}, "A"), ((), {"nan": True}, "NaN")])
 def test_inverse_root_always_checks_its_arguments(args, kwargs, name):
