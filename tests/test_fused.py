@@ -156,6 +156,25 @@ def test_dynamic_batch_compiles_once_and_exports(device):
                         lambda n: _inputs((n, 3), torch.float32, device))
 
 
+def test_vmap_is_one_call(device):
+    """torch.vmap of relu_add, with either input unbatched or batched along another dimension: one call on
+    the batched tensors (torch's fallback called the op once per member and warned of a performance drop)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x, y = _inputs((5, 3, 4), torch.float32, device)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        both = torch.vmap(lambda a, b: fused.relu_add(a, b, 0.5))(x, y)
+        x_only = torch.vmap(lambda a, b: fused.relu_add(a, b, 0.5), in_dims=(0, None))(x, y[0])
+        other_dim = torch.vmap(lambda a, b: fused.relu_add(a, b, 0.5), in_dims=(1, 1))(x, y)
+    calls = sum(event.name.endswith("::relu_add") for event in prof.events())
+    assert calls == 6, f"{calls} calls of relu_add for 3 vmaps (one at the vmap level, one batched)"
+    torch.testing.assert_close(both, torch.relu(x) + y + 0.5)
+    torch.testing.assert_close(x_only, torch.relu(x) + y[0] + 0.5)
+    torch.testing.assert_close(other_dim, (torch.relu(x) + y + 0.5).transpose(0, 1))
+    grads = torch.func.vmap(torch.func.grad(lambda a, b: fused.relu_add(a, b).sum()), in_dims=(0, None))(x, y[0])
+    torch.testing.assert_close(grads, (x > 0).float())
+
+
 @needs_graphs
 @needs_cuda
 def test_cuda_graph_capture_and_replay():
