@@ -33,7 +33,8 @@ from pathlib import Path
 import torch
 
 __all__ = ["BuildError", "Family", "families", "load", "prebuild", "reload", "cache_dir", "info",
-           "register_autograd", "register_vmap", "register_drawing_vmap", "vjp_by_autograd"]
+           "register_autograd", "register_vmap", "register_drawing_vmap", "register_batch_dim_vmap",
+           "vjp_by_autograd"]
 
 # Paths are made absolute, not resolved: resolving stats every component (~0.1 ms each time, the warm path
 # took three), and nothing here needs symlinks undone.
@@ -535,11 +536,8 @@ def register_drawing_vmap(qualname: str) -> None:
     torch's per-sample fallback gave every mode "different"'s draws (session 40's review). The generator
     is the op's `generator` argument, else the default one of the first tensor's device. An op defined with
     jk::def_differentiable gets the rule on its `_autograd` twin too, which vmap(grad(...)) reaches."""
-    try:
-        torch._C._get_schema(f"{qualname}_autograd", "")
+    if _has_autograd_twin(qualname):
         register_drawing_vmap(f"{qualname}_autograd")
-    except RuntimeError:  # no twin
-        pass
     namespace, name = qualname.split("::")
 
     def rule(info, in_dims, *args, **kwargs):
@@ -563,6 +561,39 @@ def register_drawing_vmap(qualname: str) -> None:
         return torch.stack(outputs), 0
 
     register_vmap(qualname, rule)
+
+
+def register_batch_dim_vmap(qualname: str) -> None:
+    """torch.vmap for an op that takes any leading batch dimensions, equal across its tensors (relu_add's
+    elementwise inputs, matrix_inverse_root's and kron's (..., m, n) matrices): the vmapped dimension becomes
+    one more leading batch dimension of a single call, an unbatched tensor expanded to the vmapped size,
+    instead of torch's fallback of one call per sample (which also warned of a performance drop, session
+    41). Covers a differentiable op's `_autograd` twin too, as register_drawing_vmap does."""
+    if _has_autograd_twin(qualname):
+        register_batch_dim_vmap(f"{qualname}_autograd")
+    namespace, name = qualname.split("::")
+
+    def rule(info, in_dims, *args):
+        op = getattr(getattr(torch.ops, namespace), name.removesuffix("_autograd")).default
+        args = [a.movedim(d, 0) if d is not None else
+                a.expand(info.batch_size, *a.shape) if isinstance(a, torch.Tensor) else a
+                for a, d in zip(args, in_dims)]
+        out = op(*args)
+        return out, ((0,) * len(out) if isinstance(out, tuple) else 0)
+
+    register_vmap(qualname, rule)
+
+
+def _has_autograd_twin(qualname: str) -> bool:
+    """Whether jk::def_differentiable defined `<qualname>_autograd` beside the op (a twin has none: asking
+    torch would raise, and a raised RuntimeError costs a warm load ~0.1 ms)."""
+    if qualname.endswith("_autograd"):
+        return False
+    try:
+        torch._C._get_schema(f"{qualname}_autograd", "")
+        return True
+    except RuntimeError:
+        return False
 
 
 def _sample_of(argument, in_dim, b):
@@ -734,6 +765,7 @@ class Family:
             ops_module = _exec_module(f"_jk_ops_{spec.namespace}", spec.dir / "ops.py",
                                       {"NAMESPACE": spec.namespace, "register_autograd": register_autograd,
                                        "register_vmap": register_vmap, "register_drawing_vmap": register_drawing_vmap,
+                                       "register_batch_dim_vmap": register_batch_dim_vmap,
                                        "vjp_by_autograd": vjp_by_autograd,
                                        "load_reference": load_reference},
                                       code_cache=spec.out_dir / OPS_CODE)

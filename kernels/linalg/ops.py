@@ -15,7 +15,7 @@ from torch import nn
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
 register_autograd: Callable  # loader.register_autograd, set beside it: torch.library.register_autograd's
                              # signature at a fraction of its load time
-register_vmap: Callable      # loader.register_vmap: torch.library.register_vmap's, quicker to load
+register_batch_dim_vmap: Callable  # loader.register_batch_dim_vmap: the vmapped dimension as a batch dimension
 load_reference: Callable     # this family's reference.py, imported on the first call
 _ops = getattr(torch.ops, NAMESPACE)
 
@@ -183,23 +183,8 @@ register_autograd(f"{NAMESPACE}::kron", _kron_backward, setup_context=_kron_setu
                   forward_formula=lambda value, A, B: load_reference().kron(A, B))
 
 
-def _matrix_batch_vmap(op):
-    """torch.vmap of an op on (..., m, n) matrices: the vmapped dimension is one more batch dimension, so
-    one call instead of torch's fallback of one call per member (which also warned of a performance drop,
-    session 41). An unbatched tensor argument is expanded to the vmapped size (kron wants equal batch dims)."""
-    def rule(info, in_dims, *args):
-        args = [a.movedim(d, 0) if d is not None else
-                a.expand(info.batch_size, *a.shape) if isinstance(a, torch.Tensor) else a
-                for a, d in zip(args, in_dims)]
-        out = op(*args)
-        return out, ((0,) * len(out) if isinstance(out, tuple) else 0)
-
-    return rule
-
-
-for _name in ("matrix_inverse_root", "kron"):  # each op and its autograd twin (loader.register_autograd)
-    for _op in (_name, f"{_name}_autograd"):
-        register_vmap(f"{NAMESPACE}::{_op}", _matrix_batch_vmap(getattr(_ops, _name)))
+for _name in ("matrix_inverse_root", "kron"):  # vmap: one call on (N, ..., m, n), not one per sample
+    register_batch_dim_vmap(f"{NAMESPACE}::{_name}")
 
 
 def per_sample_grad_linear(x: torch.Tensor, grad_out: torch.Tensor, with_bias: bool = True):
