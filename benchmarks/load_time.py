@@ -6,7 +6,7 @@
 
 Also times a cold `loader.load("fused")` on an empty cache and reports each half (from ninja's log).
 
-    python benchmarks/load_time.py [--out load_time.json] [--repeats 9]
+    python benchmarks/load_time.py [--out load_time.json] [--repeats 15]
 """
 import argparse
 import json
@@ -78,19 +78,29 @@ def run(body: str, env: dict, init_cuda: bool = True) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-def median_of(body: str, env: dict, repeats: int, init_cuda: bool = True) -> dict:
+def medians_interleaved(bodies: dict, env: dict, repeats: int) -> dict:
+    """Each body (name -> (code, init_cuda)) run in `repeats` fresh processes, the bodies taking turns
+    round by round. The GPU hosts' CPUs run some processes ~1.4x slower than others, every stage alike
+    (session 42, `results/session42/call1/stages.jsonl`), in spells; timing each loader in a block of its
+    own let a spell fall on one loader and not the others (session 42 call 1: pybind-style 101-147 ms,
+    ours 2.6-3.5 ms, each median a coin flip between the two speeds). Taking turns exposes every loader
+    to the same spells, so the ratios compare like with like."""
     # The first process after a build writes the bytecode caches (loader.py, ops.py; the baselines'
     # Python too) that every later one reads: timed apart, not in the median.
-    first = run(body, env, init_cuda)
-    runs = [run(body, env, init_cuda) for _ in range(repeats)]
-    return ({key: statistics.median(r[key] for r in runs) for key in runs[0]}
-            | {"runs_load_s": [r["load_s"] for r in runs], "first_run_load_s": first["load_s"]})
+    first = {name: run(code, env, init_cuda) for name, (code, init_cuda) in bodies.items()}
+    runs = {name: [] for name in bodies}
+    for _ in range(repeats):
+        for name, (code, init_cuda) in bodies.items():
+            runs[name].append(run(code, env, init_cuda))
+    return {name: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
+            | {"runs_load_s": [r["load_s"] for r in rs], "first_run_load_s": first[name]["load_s"]}
+            for name, rs in runs.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "load_time.json"))
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jk-load-time-"))
     env = dict(os.environ, JITKERNELS_CACHE=str(work / "cache"), PYTHONPATH=str(REPO))
@@ -130,10 +140,10 @@ def main() -> int:
     report["baseline_cold_builds_concurrent"] = True
     report["baseline_cold_wall_s"] = time.perf_counter() - start
 
-    report["ours_warm"] = median_of(OURS, env, args.repeats)
-    report["ours_warm_without_prior_cuda_init"] = median_of(OURS, env, args.repeats, init_cuda=False)
-    report["plain_warm"] = median_of(plain_body(plain_dir), env, args.repeats)
-    report["pybind_warm"] = median_of(pybind_body(pybind_dir), env, args.repeats)
+    report |= medians_interleaved({"ours_warm": (OURS, True), "ours_warm_without_prior_cuda_init": (OURS, False),
+                                   "plain_warm": (plain_body(plain_dir), True),
+                                   "pybind_warm": (pybind_body(pybind_dir), True)}, env, args.repeats)
+    report["warm_runs_interleaved"] = True
     ours = report["ours_warm"]["load_s"]
     report["ratio_plain_over_ours"] = report["plain_warm"]["load_s"] / ours
     report["ratio_pybind_over_ours"] = report["pybind_warm"]["load_s"] / ours
