@@ -566,6 +566,11 @@ def _cli_clean(args) -> int:
         folder = cache / name
         if not (folder / ".lock").is_file():
             print(f"nothing cached for {name} in {cache}")
+            known = families(args.root)
+            if name not in known:  # neither built nor a family: most likely a typo
+                failed += 1
+                print(f"{name} is not a family under {kernels_root(args.root)} either "
+                      f"(families: {', '.join(known) or 'none'})", file=sys.stderr)
             continue
         try:
             with FileLock(str(folder / ".lock")):

@@ -12,7 +12,8 @@ def run_cli(args, root, cache):
 
 def test_clean_takes_family_names_only(tmp_path):
     """`clean <path>` and `clean ..` deleted folders outside the cache; a plain `clean` emptied whatever
-    JITKERNELS_CACHE named. Now: plain names only, and only folders a build made (they hold its .lock)."""
+    JITKERNELS_CACHE named. Now: plain names only, and only folders a build made (they hold its .lock);
+    a name that is neither cached nor a family fails, as the typo it most likely is."""
     cache, victim = tmp_path / "cache", tmp_path / "victim"
     (victim / "important").mkdir(parents=True)
     (cache / "fam").mkdir(parents=True)
@@ -23,8 +24,13 @@ def test_clean_takes_family_names_only(tmp_path):
         result = run_cli(["clean", name], root, cache)
         assert result.returncode == 2 and "family names, not paths" in result.stderr
     assert (victim / "important").is_dir()
+    # A name that is neither cached nor a family is most likely a typo: said, exit 1. A family that is
+    # simply not built yet is not an error (session 41 left `clean fusd` exiting 0 silently).
     result = run_cli(["clean", "nosuch"], root, cache)
-    assert result.returncode == 0 and "nothing cached for nosuch" in result.stdout
+    assert result.returncode == 1 and "nothing cached for nosuch" in result.stdout
+    assert "not a family" in result.stderr and "(families: scratch)" in result.stderr, result.stderr
+    result = run_cli(["clean", "scratch"], root, cache)
+    assert result.returncode == 0 and "nothing cached for scratch" in result.stdout and not result.stderr
     result = run_cli(["clean"], root, cache)
     assert result.returncode == 0, result.stderr
     assert not (cache / "fam").exists() and (cache / "not_a_family").is_dir()
