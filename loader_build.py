@@ -489,15 +489,19 @@ def _family_lock(spec: _Spec):
 def info() -> dict:
     """What builds here: versions, compilers, archs, cache folder."""
     home = _cuda_home()
+    forced = loader._env_flag("JITKERNELS_CUDA")
+    cuda_half = forced if forced is not None else torch.version.cuda is not None and torch.cuda.is_available()
+    archs = loader._cuda_arch_list()
     return {
         "torch": torch.__version__, "torch_cuda": torch.version.cuda,
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "cuda_home": str(home) if home else None,
         "nvcc": _nvcc_version(home) if home else None,
         "cxx": loader._compiler(), "python": sys.version.split()[0],
-        "cuda_half": loader._env_flag("JITKERNELS_CUDA") if loader._env_flag("JITKERNELS_CUDA") is not None
-        else torch.version.cuda is not None and torch.cuda.is_available(),
-        "cuda_archs": loader._cuda_arch_list(), "kernels_root": str(kernels_root()), "cache": str(cache_dir()),
+        "cuda_half": cuda_half,
+        # Without a CUDA half the archs are only what a forced build (--cuda) would target: say so.
+        "cuda_archs": archs if cuda_half else f"{archs} (for a forced CUDA build: --cuda or JITKERNELS_CUDA=1)",
+        "kernels_root": str(kernels_root()), "cache": str(cache_dir()),
     }
 
 

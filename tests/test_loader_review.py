@@ -164,3 +164,13 @@ def test_ops_py_compiles_as_its_own_module():
     module = loader.load("fused").module
     assert module.__annotations__["NAMESPACE"] is str
     assert module.__file__.endswith("ops.py") and module.relu_add.__module__ == module.__name__
+
+
+@pytest.mark.parametrize("cuda_half", ["0", "1"])
+def test_info_says_when_the_archs_are_only_for_a_forced_cuda_build(tmp_path, cuda_half):
+    """`info` printed `cuda_archs 9.0` beside `cuda_half False`, as if this machine built for sm_90."""
+    result = run_python("import sys, loader; sys.exit(loader.main(['info']))", make_scratch_root(tmp_path),
+                        tmp_path / "cache", env_extra={"JITKERNELS_CUDA": cuda_half})
+    lines = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert result.returncode == 0 and lines["cuda_half"] == ("True" if cuda_half == "1" else "False")
+    assert ("forced CUDA build" in lines["cuda_archs"]) == (cuda_half == "0"), lines["cuda_archs"]
