@@ -221,3 +221,35 @@ def test_cpu_tensor_with_cuda_tensor_names_the_argument():
         fused.relu_add(torch.ones(3, device="cuda"), torch.ones(3))
     with pytest.raises((RuntimeError, ValueError), match=r"cuda"):
         fused.relu_add(torch.ones(3), torch.ones(3, device="cuda"))
+
+
+# ---------------------------------------------------------------- the sampling/fused review
+
+def test_bias_as_a_0_dim_tensor_in_eager_and_under_compile(device):
+    """A 0-d tensor bias worked eagerly (read as a number) but failed under torch.compile(fullgraph=True)
+    ("Expected a value of type 'float' for argument 'bias'"); both now match the reference."""
+    x, y = _inputs((16, 8), torch.float32, device)
+    bias = torch.tensor(0.75, dtype=torch.float64, device=device)
+    expected = fused.reference.relu_add(x, y, bias)
+    torch.testing.assert_close(fused.relu_add(x, y, bias), expected)
+    compiled = torch.compile(lambda a, b, c: fused.relu_add(a, b, c), fullgraph=True)
+    torch.testing.assert_close(compiled(x, y, bias), expected)
+
+
+def test_bias_tensor_that_requires_grad_gets_its_gradient(device):
+    """A learnable 0-d bias: its gradient was silently dropped (the tensor was read as a number)."""
+    x, y = (t.requires_grad_() for t in _inputs(20, torch.float64, device))
+    bias = torch.tensor(0.3, dtype=torch.float64, device=device, requires_grad=True)
+    g = torch.randn(20, dtype=torch.float64, device=device)
+    grads = torch.autograd.grad(fused.relu_add(x, y, bias), (x, y, bias), g)
+    torch.testing.assert_close(grads[0], g * (x > 0))
+    torch.testing.assert_close(grads[1], g)
+    torch.testing.assert_close(grads[2], g.sum())
+
+
+@pytest.mark.parametrize("bias", [torch.tensor([0.5]), torch.ones(3), torch.tensor(1j)], ids=["shape (1,)", "shape (3,)", "complex"])
+def test_bias_tensor_that_is_not_a_real_0_dim_names_bias(device, bias):
+    """A (1,) bias was read silently as a number; every tensor bias but a real 0-d one is refused, naming bias."""
+    x, y = _inputs(3, torch.float32, device)
+    with pytest.raises((TypeError, ValueError), match=r"\bbias\b"):
+        fused.relu_add(x, y, bias.to(device))
