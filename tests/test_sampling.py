@@ -1,5 +1,6 @@
 """Family `sampling`: normal and cem_update against reference.py, statistics, bad input, compile, graphs."""
 import math
+import re
 
 import pytest
 import torch
@@ -604,3 +605,12 @@ def test_cem_minimize_names_fn_when_its_scores_are_not_one_per_sample(fn, error,
 def test_cem_minimize_names_mean_given_as_a_list():
     with pytest.raises(TypeError, match="mean must be a tensor .* got list"):  # was "'list' object has no attribute 'shape'"
         fam.cem_minimize(lambda x: (x ** 2).sum(-1), [0.0, 0.0], torch.ones(2), 16, 4, 2)
+
+
+# ---------------------------------------------------------------- the sampling/fused review
+
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+def test_cem_minimize_names_mean_that_is_not_1_dim(shape):
+    """A 0-d mean raised "IndexError: tuple index out of range" (its length sized the samples buffer)."""
+    with pytest.raises(ValueError, match=r"mean must have shape \(d,\), got shape " + re.escape(str(list(shape)))):
+        fam.cem_minimize(lambda x: (x ** 2).sum(-1), torch.zeros(shape), torch.ones(shape), 16, 4, 2)

@@ -94,6 +94,8 @@ def _check_mean(mean) -> None:
     """mean's shape sizes the samples before any op sees it (a list raised "'list' object has no attribute")."""
     if not isinstance(mean, torch.Tensor):
         raise TypeError(f"mean must be a tensor of shape (d,), got {type(mean).__name__}")
+    if mean.dim() != 1:  # a 0-d mean raised "tuple index out of range" from mean.shape[0]
+        raise ValueError(f"mean must have shape (d,), got shape {list(mean.shape)}")
 
 
 def _check_scores(scores, n_samples: int) -> None:
