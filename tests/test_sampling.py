@@ -614,3 +614,21 @@ def test_cem_minimize_names_mean_that_is_not_1_dim(shape):
     """A 0-d mean raised "IndexError: tuple index out of range" (its length sized the samples buffer)."""
     with pytest.raises(ValueError, match=r"mean must have shape \(d,\), got shape " + re.escape(str(list(shape)))):
         fam.cem_minimize(lambda x: (x ** 2).sum(-1), torch.zeros(shape), torch.ones(shape), 16, 4, 2)
+
+
+def test_cem_minimize_takes_a_mean_and_std_that_require_grad(device):
+    """A planner's mean from a network (or an nn.Parameter) requires grad: cem_minimize raised from normal_out,
+    an op the user never called ("normal_out writes in place ... 'mean' requires grad"). CEM draws and refits
+    without gradients, so it runs on the values: the same result as on detached copies."""
+    mean = torch.nn.Parameter(torch.zeros(3, device=device))
+    std = torch.ones(3, device=device).requires_grad_()
+
+    def fn(x):
+        return ((x - 1) ** 2).sum(-1)
+
+    got = fam.cem_minimize(fn, mean, std, 50, 10, 4, generator=torch.Generator(device=device).manual_seed(0))
+    want = fam.cem_minimize(fn, mean.detach(), std.detach(), 50, 10, 4,
+                            generator=torch.Generator(device=device).manual_seed(0))
+    for name, g, w in zip(got._fields, got, want):
+        assert not g.requires_grad, name
+        assert torch.equal(g, w), name

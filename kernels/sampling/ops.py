@@ -98,6 +98,12 @@ def _check_mean(mean) -> None:
         raise ValueError(f"mean must have shape (d,), got shape {list(mean.shape)}")
 
 
+def _detached(mean, std):
+    """CEM draws and refits without gradients (cem_update's outputs never require grad), so the loop runs on the
+    values: a mean or std that required grad (a network's output, an nn.Parameter) made normal's out= raise."""
+    return mean.detach(), (std.detach() if isinstance(std, torch.Tensor) else std)
+
+
 def _check_scores(scores, n_samples: int) -> None:
     """fn's output, before it is indexed: (n_samples, d) scores raised "index out of range in self"."""
     if not isinstance(scores, torch.Tensor):
@@ -115,10 +121,12 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
 
     Each iteration: draw n_samples from N(mean, diag std^2) into one reused buffer, score them,
     refit on the n_elite best (see cem_update), and track the best sample seen. Nothing syncs with
-    the host, so the whole call can be captured as one CUDA graph when fn can.
+    the host, so the whole call can be captured as one CUDA graph when fn can. mean and std are taken as
+    values: no gradient flows back to them (a mean that requires grad, e.g. a network's output, is fine).
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_mean(mean)
+    mean, std = _detached(mean, std)
     samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
     history, best_x, best_value = None, mean.clone(), None
     for it in range(n_iters):
@@ -154,6 +162,7 @@ def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: t
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     _check_population(n_samples, n_elite, n_iters, world)
     _check_mean(mean)
+    mean, std = _detached(mean, std)
     generator = torch.Generator(device=mean.device).manual_seed(seed + rank)
     samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
     history, best_x, best_value = [], None, None
