@@ -632,3 +632,22 @@ def test_cem_minimize_takes_a_mean_and_std_that_require_grad(device):
     for name, g, w in zip(got._fields, got, want):
         assert not g.requires_grad, name
         assert torch.equal(g, w), name
+
+
+@pytest.mark.parametrize("options, name", [(dict(smoothing=1.5), "smoothing"), (dict(smoothing=float("nan")), "smoothing"),
+                                           (dict(min_std=-0.1), "min_std"), (dict(min_std=float("inf")), "min_std")])
+def test_cem_minimize_checks_smoothing_and_min_std_before_calling_fn(options, name):
+    """They were checked by cem_update, after a whole (possibly long) fn call, as n_elite was before session 40."""
+    def fn(x):
+        raise AssertionError("fn was called")
+
+    with pytest.raises(ValueError, match=name):
+        fam.cem_minimize(fn, torch.zeros(2), torch.ones(2), 8, 2, 3, **options)
+
+
+def test_cem_minimize_under_compile_names_a_bad_smoothing():
+    """Under torch.compile(fullgraph=True) the op's own check names it (a Python raise became "Observed exception")."""
+    compiled = torch.compile(lambda m, s, smoothing: fam.cem_minimize(lambda x: (x ** 2).sum(-1), m, s, 8, 2, 2,
+                                                                      smoothing=smoothing), fullgraph=True)
+    with pytest.raises(Exception, match="smoothing must be in"):
+        compiled(torch.zeros(2), torch.ones(2), 1.5)

@@ -6,6 +6,7 @@ cem_update: refit mean and std on the elite of a scored population, with no host
 cem_minimize: the whole CEM loop for any batched objective.
 Shapes for fake tensors (torch.compile, opcheck) come from the ops' Meta kernels in sampling.cpp.
 """
+import math
 from typing import Callable, NamedTuple
 
 import torch
@@ -90,6 +91,18 @@ def _check_population(n_samples: int, n_elite: int, n_iters: int, world: int = 1
         raise ValueError(f"n_elite must be in 1..{total} = {world * n_samples}, got {n_elite}")
 
 
+def _check_refit(smoothing: float, min_std: float) -> None:
+    """cem_update's ranges, before fn is first called (cem_update raised only after a whole fn call). Not while
+    torch.compile traces: cem_update's fake kernel then refuses them, by name, before anything runs (a raise
+    here reached a fullgraph caller as dynamo's bare "Observed exception")."""
+    if torch.compiler.is_compiling():
+        return
+    if not 0.0 <= smoothing <= 1.0:
+        raise ValueError(f"smoothing must be in [0, 1], got {smoothing}")
+    if not 0.0 <= min_std < math.inf:  # NaN fails too
+        raise ValueError(f"min_std must be a finite number >= 0, got {min_std}")
+
+
 def _check_mean(mean) -> None:
     """mean's shape sizes the samples before any op sees it (a list raised "'list' object has no attribute")."""
     if not isinstance(mean, torch.Tensor):
@@ -125,6 +138,7 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     values: no gradient flows back to them (a mean that requires grad, e.g. a network's output, is fine).
     """
     _check_population(n_samples, n_elite, n_iters)
+    _check_refit(smoothing, min_std)
     _check_mean(mean)
     mean, std = _detached(mean, std)
     samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
@@ -161,6 +175,7 @@ def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: t
     """
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     _check_population(n_samples, n_elite, n_iters, world)
+    _check_refit(smoothing, min_std)
     _check_mean(mean)
     mean, std = _detached(mean, std)
     generator = torch.Generator(device=mean.device).manual_seed(seed + rank)
