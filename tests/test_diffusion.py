@@ -224,6 +224,29 @@ def test_no_noise_at_t0_and_per_row(device):
     assert z.std() > 0
 
 
+def test_ddpm_step_on_a_sliced_or_strided_schedule(device):
+    """The step goes from row t to row t - 1 of the table it is given, row 0 being the final step
+    (abar_prev = 1, no noise), as reference.py and diffusers do. The kernels read the table's precomputed
+    posterior columns until session 42: row 0 of S[5:] (the original step 5) added noise, and S[::5]
+    stepped each row to the original t - 1 instead of the table's previous row."""
+    full = D.ddpm_schedule(50, "squaredcos_cap_v2", device=device)
+    m, x, z = step_inputs((4, 8, 3), torch.float32, device)
+    for sched in (full[5:], full[::5], full[7::3]):
+        T = sched.shape[0]
+        for prediction in PREDICTIONS:
+            for t in [0, 1, T - 1]:
+                ours = D.ddpm_step(m, t, x, sched, z, prediction)
+                assert_close(ours, R.ddpm_step(m, t, x, sched, z, prediction), torch.float32)
+            rows = torch.tensor([0, T - 1, 1, 0], device=device)
+            assert_close(D.ddpm_step(m, rows, x, sched, z, prediction),
+                         R.ddpm_step(m, rows, x, sched, z, prediction), torch.float32)
+        # t = 0 draws nothing: the result is the noiseless one whatever the seed
+        assert torch.equal(D.ddpm_step(m, 0, x, sched), D.ddpm_step(m, 0, x, sched, torch.zeros_like(x)))
+        rows = torch.tensor([0, 1, 0, 2], device=device)
+        drawn, noiseless = D.ddpm_step(m, rows, x, sched), D.ddpm_step(m, rows, x, sched, torch.zeros_like(x))
+        assert torch.equal(drawn[[0, 2]], noiseless[[0, 2]])
+
+
 # ---------------------------------------------------------------- diffusers itself
 
 def _cpu_noise(seed, shape, dtype, device):

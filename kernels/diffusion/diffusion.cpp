@@ -64,16 +64,16 @@ at::Tensor ddpm_schedule(int64_t num_train_timesteps, c10::string_view beta_sche
   for (int64_t t = 0; t < T; ++t) {
     const double abar_prev = abar;  // 1 before the first step, as diffusers' `one`
     abar *= 1.0 - betas[t];
-    const double cur_alpha = abar / abar_prev, cur_beta = 1.0 - cur_alpha;
+    const Posterior post = ddpm_posterior(abar, abar_prev, t == 0);
     double* row = out + t * kScheduleCols;
     row[kBeta] = betas[t];
     row[kAlphaCumprod] = abar;
     row[kSqrtAlphaCumprod] = std::sqrt(abar);
     row[kSqrtOneMinusAlphaCumprod] = std::sqrt(1.0 - abar);
     row[kRsqrtAlphaCumprod] = 1.0 / std::sqrt(abar);
-    row[kPosteriorCoefX0] = std::sqrt(abar_prev) * cur_beta / (1.0 - abar);
-    row[kPosteriorCoefXt] = std::sqrt(cur_alpha) * (1.0 - abar_prev) / (1.0 - abar);
-    row[kPosteriorStd] = t == 0 ? 0.0 : std::sqrt(std::max((1.0 - abar_prev) / (1.0 - abar) * cur_beta, 1e-20));
+    row[kPosteriorCoefX0] = post.coef_x0;
+    row[kPosteriorCoefXt] = post.coef_xt;
+    row[kPosteriorStd] = post.std;
   }
   return table;
 }

@@ -26,6 +26,22 @@ enum ScheduleCol : int {
   kScheduleCols
 };
 
+// The DDPM posterior q(x_{t-1} | x_t, x0) = N(coef_x0 x0 + coef_xt x_t, std^2) ("fixed_small") from
+// abar_t and abar_{t-1} (1 for the final step, t = 0, which adds no noise). ddpm_schedule fills its
+// posterior columns with it and ddpm_step recomputes it from the alphas_cumprod column (as reference.py
+// and diffusers do), so the two agree bit for bit on a ddpm_schedule table, and a sliced or strided table
+// (S[5:], S[::10]) steps to its own previous row, its row 0 being the final step.
+struct Posterior {
+  double coef_x0, coef_xt, std;
+};
+
+C10_HOST_DEVICE inline Posterior ddpm_posterior(double abar, double abar_prev, bool final_step) {
+  const double cur_alpha = abar / abar_prev, cur_beta = 1.0 - cur_alpha;
+  const double variance = (1.0 - abar_prev) / (1.0 - abar) * cur_beta;
+  return Posterior{sqrt(abar_prev) * cur_beta / (1.0 - abar), sqrt(cur_alpha) * (1.0 - abar_prev) / (1.0 - abar),
+                   final_step ? 0.0 : sqrt(variance < 1e-20 ? 1e-20 : variance)};  // NaN stays NaN
+}
+
 enum Prediction : int { kEpsilon = 0, kVPrediction = 1, kSample = 2 };
 
 // A timestep argument: one value from the host, or an int32/int64 tensor read per row
@@ -86,7 +102,8 @@ C10_HOST_DEVICE inline void x0_coefs(int prediction, double sa, double s1m, doub
 // The terms of x0 that a prediction type has no use for: the model that predicts x0 gives it alone.
 C10_HOST_DEVICE inline uint8_t absent_x0_terms(int prediction) { return prediction == kSample ? term_bit(kAX) : 0; }
 
-// DDPM (t -> t-1, diffusers DDPMScheduler.step with variance_type="fixed_small"): all from row t of the table.
+// DDPM (t -> t-1, diffusers DDPMScheduler.step with variance_type="fixed_small"): from rows t and t-1 of the
+// table (t = 0: the final step, whatever the table's row 0 was before a slice).
 struct DdpmCoefFn {
   const double* schedule;  // (T, kScheduleCols), contiguous
   int64_t num_timesteps;
@@ -100,9 +117,11 @@ struct DdpmCoefFn {
     const int64_t ti = t.at(row);
     if (ti < 0 || ti >= num_timesteps) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
     const double* r = schedule + ti * kScheduleCols;
+    const double abar_prev = ti > 0 ? schedule[(ti - 1) * kScheduleCols + kAlphaCumprod] : 1.0;
+    const Posterior post = ddpm_posterior(r[kAlphaCumprod], abar_prev, ti == 0);
     double a_x, a_m;
     x0_coefs(prediction, r[kSqrtAlphaCumprod], r[kSqrtOneMinusAlphaCumprod], &a_x, &a_m);
-    return cast_coefs<acc_t>(a_x, a_m, r[kPosteriorCoefX0], r[kPosteriorCoefXt], 0.0, r[kPosteriorStd],
+    return cast_coefs<acc_t>(a_x, a_m, post.coef_x0, post.coef_xt, 0.0, post.std,
                              absent_x0_terms(prediction) | term_bit(kPM));  // the posterior mean has no m term
   }
 };
