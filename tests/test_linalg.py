@@ -477,6 +477,29 @@ class _WeightReadInForward(nn.Module):
         return self.lin(x) + x * self.lin.weight[:, 0]
 
 
+class _TokensFlattened(nn.Module):
+    """A Linear over (B * T, in): its rows are tokens, not samples."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.lin(x.reshape(-1, 3)).reshape(x.shape[0], -1)
+
+
+class _LinearOfAParameter(nn.Module):
+    """A Linear applied to a parameter with one row per sample (B = 5): every sample uses every row."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.keys = nn.Parameter(torch.randn(5, 3))
+
+    def forward(self, x):
+        return x @ self.lin(self.keys).mT
+
+
 def _per_sample_cases(device):
     f64 = dict(dtype=torch.float64, device=device)
     return {
@@ -488,13 +511,20 @@ def _per_sample_cases(device):
                  torch.randint(0, 10, (5,), device=device)),
         "read_in_forward": (_WeightReadInForward().to(**f64), nn.functional.mse_loss, torch.randn(5, 3, **f64),
                             torch.randn(5, 3, **f64)),
+        "tokens_flattened": (_TokensFlattened().to(**f64), nn.functional.mse_loss, torch.randn(5, 4, 3, **f64),
+                             torch.randn(5, 8, **f64)),
+        "linear_of_a_parameter": (_LinearOfAParameter().to(**f64), nn.functional.mse_loss, torch.randn(5, 3, **f64),
+                                  torch.randn(5, 5, **f64)),
     }
 
 
-@pytest.mark.parametrize("case", ["inplace_relu", "inplace_hardtanh", "tied", "read_in_forward"])
+@pytest.mark.parametrize("case", ["inplace_relu", "inplace_hardtanh", "tied", "read_in_forward", "tokens_flattened",
+                                  "linear_of_a_parameter"])
 def test_per_sample_grads_of_linears_whose_tensors_are_used_elsewhere(device, case):
     """An in-place activation after a Linear changed the output kept for its gradient (3.6 off); a weight
-    tied to an embedding or read in forward lost its other terms (0.55 / 1.9 off): session 40's review."""
+    tied to an embedding or read in forward lost its other terms (0.55 / 1.9 off): session 40's review.
+    A Linear whose rows are not the samples' own (tokens flattened to (B * T, in), a parameter) gave
+    (B * T, ...) gradients, or silently wrong ones (19 off), until session 42."""
     model, loss_fn, x, y = _per_sample_cases(device)[case]
     ours = linalg.per_sample_grads(model, loss_fn, x, y)
     expected = ref.per_sample_grads(model, loss_fn, x, y)

@@ -227,9 +227,11 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
     """Gradient of loss_fn(model(inputs[i:i+1]), targets[i:i+1]) for every sample i, as a
     dict parameter name -> (B, *param.shape), for the parameters that require grad.
 
-    nn.Linear layers (batch-first inputs) use one forward and one backward of the whole batch
-    and the per_sample_grad_linear kernel; any other parameter uses torch.func (vmap of grad
-    over samples, via functional_call on the same model: nothing is rebuilt). The model must
+    nn.Linear layers (batch-first inputs) use one forward and two backwards of the whole batch
+    (the second checks that each Linear's rows are the samples' own) and the per_sample_grad_linear
+    kernel; any other parameter, and a Linear whose rows are not per sample (tokens flattened to
+    (B * T, in), a Linear of a parameter), uses torch.func (vmap of grad over
+    samples, via functional_call on the same model: nothing is rebuilt). The model must
     treat samples independently (eval-mode BatchNorm, no cross-sample layers).
     """
     params = {name: p for name, p in model.named_parameters() if p.requires_grad}
@@ -251,12 +253,16 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
         # A Linear's parameter that the graph also reaches outside its calls (a tied embedding, a direct
         # use in forward) would lose those terms here: such parameters go to torch.func below.
         shared = _used_outside_calls(losses, linears, calls, params)
+        batch = inputs.shape[0]
+        with torch.enable_grad():
+            grads_out = torch.autograd.grad(losses.sum(), [out for _, _, out in calls], allow_unused=True,
+                                            retain_graph=True)
+        # A Linear whose rows are not the samples' own would get the wrong outer products: to torch.func too.
+        for mod in _calls_mixing_samples(losses, calls, grads_out, batch):
+            shared |= set(linears[mod].values())
         if shared:
             linears = {mod: {k: n for k, n in names.items() if n not in shared} for mod, names in linears.items()}
             linear_names -= shared
-        with torch.enable_grad():
-            grads_out = torch.autograd.grad(losses.sum(), [out for _, _, out in calls], allow_unused=True)
-        batch = inputs.shape[0]
         for (mod, x, out), g in zip(calls, grads_out):
             names = linears[mod]
             if g is None or not names:
@@ -314,6 +320,30 @@ def _linear_calls(model, inputs, linears):
     if changed:
         calls, outputs, _ = run(copy=True)
     return calls, outputs
+
+
+def _calls_mixing_samples(losses, calls, grads_out, batch) -> set:
+    """Modules with a call whose output row r is not sample r's alone (the outer products per row are then
+    not per-sample gradients): rows other than the batch's (tokens flattened to (B * T, in)), or a row that
+    other samples' losses reach (a Linear of a parameter). Found by one more backward, of the
+    losses weighted by powers of two: where row r reaches loss r alone, its gradient is exactly the
+    weight times the unweighted one (a power of two scales without rounding)."""
+    mixed = {mod for (mod, x, out), g in zip(calls, grads_out)
+             if g is not None and (out.dim() == 0 or out.shape[0] != batch or x.shape[0] != batch)}
+    probed = [i for i, ((mod, _, _), g) in enumerate(zip(calls, grads_out)) if g is not None and mod not in mixed]
+    if batch < 2 or not probed:
+        return mixed
+    weights = 2.0 ** (torch.arange(batch, device=losses.device) % 5 - 2).to(losses.dtype)
+    with torch.enable_grad():
+        weighted = torch.autograd.grad((losses * weights).sum(), [calls[i][2] for i in probed], allow_unused=True)
+    for i, g_weighted in zip(probed, weighted):
+        g = grads_out[i]
+        expected = g * weights.to(g.dtype).view(-1, *([1] * (g.dim() - 1)))
+        # a little slack for sums in a nondeterministic order (atomics), far below any real cross-sample term
+        slack = 8 * torch.finfo(g.dtype).eps * expected.abs().amax()
+        if g_weighted is None or (g_weighted - expected).abs().amax() > slack:
+            mixed.add(calls[i][0])
+    return mixed
 
 
 def _used_outside_calls(losses, linears, calls, params) -> set:
