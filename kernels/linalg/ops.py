@@ -335,7 +335,9 @@ def _calls_mixing_samples(losses, calls, grads_out, batch) -> set:
         return mixed
     weights = 2.0 ** (torch.arange(batch, device=losses.device) % 5 - 2).to(losses.dtype)
     with torch.enable_grad():
-        weighted = torch.autograd.grad((losses * weights).sum(), [calls[i][2] for i in probed], allow_unused=True)
+        per_sample_weights = weights.view(-1, *([1] * (losses.dim() - 1)))
+        weighted = torch.autograd.grad((losses * per_sample_weights).sum(), [calls[i][2] for i in probed],
+                                       allow_unused=True)
     for i, g_weighted in zip(probed, weighted):
         g = grads_out[i]
         expected = g * weights.to(g.dtype).view(-1, *([1] * (g.dim() - 1)))
