@@ -70,9 +70,10 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     scalar or one timestep per batch row, on the sample's device (read there) or a CPU scalar.
     schedule: ddpm_schedule(...) on the sample's device, or rows of one (S[k:], or S[::k] for strided
     inference): the step goes from row t to row t - 1 of the table given, from its alphas_cumprod
-    column, and row 0 is the final step (alpha_prod_prev = 1, no noise), as diffusers. prediction_type: "epsilon", "v_prediction"
-    or "sample"; the predicted x0 is clamped to +-clip_sample_range when clip_sample. Noise sigma_t*z
-    is added for t > 0, z drawn in the kernel unless `noise` is given. Returns a new contiguous
+    column, and row 0 is the final step (alpha_prod_prev = 1, no noise), as diffusers.
+    prediction_type: "epsilon", "v_prediction" or "sample"; the predicted x0 is clamped to
+    +-clip_sample_range when clip_sample. Noise sigma_t*z is added for t > 0, z drawn in the kernel
+    unless `noise` is given. Returns a new contiguous
     tensor. Differentiable in model_output, sample and noise (not schedule): the backward is autograd
     of reference.py's formula (PyTorch ops), with drawn noise a constant, so a loss on a denoised
     result can reach the model through the whole sampling loop.
