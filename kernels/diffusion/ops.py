@@ -63,7 +63,8 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
               noise: torch.Tensor | None = None, prediction_type: str = "epsilon", clip_sample: bool = True,
               clip_sample_range: float = 1.0) -> torch.Tensor:
     """One DDPM reverse step x_t -> x_{t-1}: the numbers of diffusers' DDPMScheduler.step with
-    variance_type="fixed_small" and prev_t = t - 1 (no strided inference timesteps).
+    variance_type="fixed_small", prev_t being the schedule table's previous row (strided inference
+    timesteps: pass a strided table, below).
 
     model_output, sample (, noise): same shape (B, ...), dtype and device; float32, float64,
     float16 or bfloat16 (half types compute in float32). t: int, or an int32/int64 tensor holding a
@@ -73,10 +74,10 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     column, and row 0 is the final step (alpha_prod_prev = 1, no noise), as diffusers.
     prediction_type: "epsilon", "v_prediction" or "sample"; the predicted x0 is clamped to
     +-clip_sample_range when clip_sample. Noise sigma_t*z is added for t > 0, z drawn in the kernel
-    unless `noise` is given. Returns a new contiguous
-    tensor. Differentiable in model_output, sample and noise (not schedule): the backward is autograd
-    of reference.py's formula (PyTorch ops), with drawn noise a constant, so a loss on a denoised
-    result can reach the model through the whole sampling loop.
+    unless `noise` is given. Returns a new contiguous tensor. Differentiable in model_output, sample
+    and noise (not schedule): the backward is autograd of reference.py's formula (PyTorch ops), with
+    drawn noise a constant, so a loss on a denoised result can reach the model through the whole
+    sampling loop.
 
     Out-of-range t raises ValueError when the host can read it (Python int, CPU tensor). A t tensor on
     the GPU is not read by the host (that would sync): rows whose t is outside [0, T) come back as NaN
