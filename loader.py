@@ -529,25 +529,28 @@ def register_vmap(qualname: str, rule) -> None:
     _library(namespace).impl(name, "FuncTorchBatched", batched_kernel, True)  # True: with the keyset
 
 
-def register_drawing_vmap(qualname: str) -> None:
+def register_drawing_vmap(qualname: str, draws=None) -> None:
     """torch.vmap for an op that draws random numbers, honouring vmap's `randomness`, as torch's own random
     ops do: "error" (vmap's default) raises; "different" runs the op once per sample, each with draws of
     its own; "same" runs it once per sample from one generator state, so every sample gets the same draws.
     torch's per-sample fallback gave every mode "different"'s draws (session 40's review). The generator
-    is the op's `generator` argument, else the default one of the first tensor's device. An op defined with
-    jk::def_differentiable gets the rule on its `_autograd` twin too, which vmap(grad(...)) reaches."""
+    is the op's `generator` argument, else the default one of the first tensor's device. `draws(*args,
+    **kwargs)`, if given, says whether a call draws at all (ddpm_step with its noise given does not): one
+    that does not runs under every mode. An op defined with jk::def_differentiable gets the rule on its
+    `_autograd` twin too, which vmap(grad(...)) reaches."""
     if _has_autograd_twin(qualname):
-        register_drawing_vmap(f"{qualname}_autograd")
+        register_drawing_vmap(f"{qualname}_autograd", draws)
     namespace, name = qualname.split("::")
 
     def rule(info, in_dims, *args, **kwargs):
-        if info.randomness == "error":
+        drawing = draws is None or draws(*args, **kwargs)
+        if drawing and info.randomness == "error":
             raise RuntimeError(f"vmap: {name.removesuffix('_autograd')} draws random numbers, and vmap is in "
                                "randomness='error' mode (its default): pass randomness='different' or 'same' to "
                                "torch.vmap, or draw outside it")
         op = getattr(getattr(torch.ops, namespace), name).default
         generator, state = None, None
-        if info.randomness == "same":
+        if drawing and info.randomness == "same":
             generator = kwargs.get("generator") or _generator_argument(op, args) or _default_generator(args)
             state = generator.get_state()
         outputs = []

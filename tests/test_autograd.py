@@ -348,6 +348,25 @@ def test_vmap_randomness_is_honoured_by_the_ops_that_draw(device, op):
         torch.vmap(grad_of_sum, randomness="different")(x)
 
 
+@pytest.mark.parametrize("op", ["ddpm_step", "ddim_step", "ddim_step eta=0"])
+def test_vmap_of_a_step_that_draws_nothing_needs_no_randomness_mode(device, op):
+    """ddpm_step / ddim_step with their noise given (ddim_step also with eta = 0, which uses no noise) draw
+    nothing, so vmap's default randomness="error" must not refuse them (it did, session 42's review), and each
+    sample's result is that sample's own call; vmap(grad) too."""
+    schedule = diffusion.ddpm_schedule(20, device=device)
+    calls = {
+        "ddpm_step": lambda a, z: diffusion.ddpm_step(a, 5, a * 0.5, schedule, noise=z),
+        "ddim_step": lambda a, z: diffusion.ddim_step(a, 5, 3, a * 0.5, schedule, eta=1.0, noise=z),
+        "ddim_step eta=0": lambda a, z: diffusion.ddim_step(a + z, 5, 3, a * 0.5, schedule),
+    }
+    call = calls[op]
+    x, z = torch.randn(3, 2, 6, device=device), torch.randn(3, 2, 6, device=device)
+    batched = torch.vmap(call)(x, z)
+    torch.testing.assert_close(batched, torch.stack([call(x[b], z[b]) for b in range(3)]), rtol=0, atol=0)
+    grads = torch.vmap(torch.func.grad(lambda a, z: call(a, z).sum()))(x, z)
+    assert grads.shape == x.shape and torch.isfinite(grads).all()
+
+
 @pytest.mark.parametrize("model", ["gaussian", *EBM_PARAMS])
 @pytest.mark.parametrize("kind", ["energy", "score"])
 def test_vmap_of_energies_and_scores_is_one_batched_call(device, model, kind):

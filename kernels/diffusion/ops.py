@@ -189,8 +189,12 @@ register_autograd(f"{NAMESPACE}::ddpm_step", _ddpm_step_backward, setup_context=
                   forward_formula=_ddpm_step_forward_formula)
 register_autograd(f"{NAMESPACE}::ddim_step", _ddim_step_backward, setup_context=_step_setup,
                   forward_formula=_ddim_step_forward_formula)
-for _step in ("ddpm_step", "ddim_step"):
-    register_drawing_vmap(f"{NAMESPACE}::{_step}")
+# They draw only without `noise` (and ddim_step only with eta > 0): given noise vmaps in every randomness mode.
+register_drawing_vmap(f"{NAMESPACE}::ddpm_step",
+                      draws=lambda model_output, t, sample, schedule, noise=None, *rest, **options: noise is None)
+register_drawing_vmap(f"{NAMESPACE}::ddim_step",
+                      draws=lambda model_output, t, t_prev, sample, schedule, eta=0.0, noise=None, *rest, **options:
+                      noise is None and eta > 0)
 
 
 def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, gn_weight: torch.Tensor,
