@@ -80,11 +80,10 @@ def run(body: str, env: dict, init_cuda: bool = True) -> dict:
 
 def medians_interleaved(bodies: dict, env: dict, repeats: int) -> dict:
     """Each body (name -> (code, init_cuda)) run in `repeats` fresh processes, the bodies taking turns
-    round by round. The GPU hosts' CPUs run some processes ~1.4x slower than others, every stage alike
-    (session 42, `results/session42/call1/stages.jsonl`), in spells; timing each loader in a block of its
-    own let a spell fall on one loader and not the others (session 42 call 1: pybind-style 101-147 ms,
-    ours 2.6-3.5 ms, each median a coin flip between the two speeds). Taking turns exposes every loader
-    to the same spells, so the ratios compare like with like."""
+    round by round. On the GPU hosts a fresh process runs at one of two speeds, ~1.4x apart in every
+    stage alike (session 42 call 1: `results/session42/call1/stages.jsonl`), so each loader's median is
+    a draw between them (that call: pybind-style 101-147 ms, ours 2.6-3.5 ms). Taking turns gives every
+    loader the same minutes of the host, and 15 rounds (9 before) steady the medians."""
     # The first process after a build writes the bytecode caches (loader.py, ops.py; the baselines'
     # Python too) that every later one reads: timed apart, not in the median.
     first = {name: run(code, env, init_cuda) for name, (code, init_cuda) in bodies.items()}
