@@ -1417,6 +1417,17 @@ def diffusion_layouts_and_timesteps():
         check("diffusion.ddim_step", f"schedule {name}", lambda: compare(
             diffusion.ddim_step(m, 9, 3, x, S2, eta=0.5, noise=z),
             RD.ddim_step(c64(m), 9, 3, c64(x), c64(S), eta=0.5, noise=c64(z)), 1e-5, 1e-6))
+    # rows of a schedule: sliced (row 0 is the final step) and strided (strided inference): each steps from
+    # row t to row t - 1 of the table given (the kernels read the posterior columns of row t until session 42)
+    S50 = diffusion.ddpm_schedule(50, "squaredcos_cap_v2", device=DEV)
+    for name, S3 in [("sliced [5:]", S50[5:]), ("strided [::5]", S50[::5]), ("strided [3::7]", S50[3::7])]:
+        for t in [0, 1, S3.shape[0] - 1]:
+            check("diffusion.ddpm_step", f"schedule {name} t={t}", lambda: compare(
+                diffusion.ddpm_step(m, t, x, S3, noise=z), RD.ddpm_step(c64(m), t, c64(x), c64(S3), noise=c64(z)),
+                1e-5, 1e-6))
+            check("diffusion.ddim_step", f"schedule {name} t={t} -> {t - 1}", lambda: compare(
+                diffusion.ddim_step(m, t, t - 1, x, S3, eta=0.5, noise=z),
+                RD.ddim_step(c64(m), t, t - 1, c64(x), c64(S3), eta=0.5, noise=c64(z)), 1e-5, 1e-6))
     # T = 1 and T = 1000
     for kind in ["linear", "squaredcos_cap_v2"]:
         for T in [1, 1000]:
