@@ -535,6 +535,28 @@ def test_cuda_cem_update_is_deterministic():
         assert all(torch.equal(a, b) for a, b in zip(first, again))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_cem_update_an_infinite_first_elite_value_gives_an_infinite_mean(device, dtype):
+    """CUDA sums x - x0 per range of elite rows, x0 the range's first value: an x0 of +-inf made every term
+    NaN (inf - inf), so that column's mean came out NaN where the CPU and the reference give +-inf. Fails
+    before the fix on CUDA only (needs a GPU to show it)."""
+    n, d = 64, 3
+    samples = torch.randn(n, d, dtype=torch.float64).to(dtype)
+    samples[0, 0], samples[0, 1] = float("inf"), -float("inf")  # row 0 is the first elite row
+    samples[5, 2] = float("inf")  # later in its range: +inf with or without the fix
+    scores = torch.arange(n, dtype=torch.float32)  # ascending: the elite are rows 0 .. n_elite - 1
+    mean, std = torch.zeros(d, dtype=dtype), torch.ones(d, dtype=dtype)
+    atol, rtol = (2e-5, 2e-5) if dtype == torch.float32 else TOLERANCES[dtype]
+    for n_elite in (1, 10, n):  # n: several elite ranges on CUDA, the first holding row 0
+        got = fam.cem_update(samples.to(device), scores.to(device), n_elite, mean.to(device), std.to(device))
+        want = ref.cem_update(samples, scores, n_elite, mean, std)
+        assert got[0][0].item() == float("inf") and got[0][1].item() == -float("inf"), (n_elite, got[0])
+        assert got[1][:2].isnan().all(), (n_elite, got[1])  # inf - mean: the std is NaN, as on the CPU
+        for g, w, name in zip(got, want, ("mean", "std")):
+            torch.testing.assert_close(g.cpu(), w, atol=atol, rtol=rtol, equal_nan=True,
+                                       msg=lambda m: f"n_elite={n_elite} {name}: {m}")
+
+
 # ---------------------------------------------------------------- session 40's review
 
 def test_cem_minimize_recovers_from_a_first_population_scored_nan():

@@ -389,8 +389,8 @@ __global__ void __launch_bounds__(kSelectThreads)
 
 // Block (s, p): columns of segment s (kStatsCols per thread), elite ranks [p E / P, (p + 1) E / P).
 // Sums of x - x0 and (x - x0)^2 in A (float32; float64 for float64 samples), x0 = the range's first
-// row (exact for constant columns, no cancellation when the data sits far from 0); written out as
-// the range's mean and M2.
+// row, or 0 where that is infinite (exact for constant columns, no cancellation when the data sits far
+// from 0); written out as the range's mean and M2.
 template <typename T, typename A>
 __global__ void __launch_bounds__(kStatsThreads)
     elite_stats_kernel(const T* __restrict__ x, int64_t d, const int64_t* __restrict__ list, int64_t n_elite,
@@ -407,7 +407,10 @@ __global__ void __launch_bounds__(kStatsThreads)
   for (int j = 0; j < kStatsCols; ++j) {
     const int64_t col = col0 + j * static_cast<int64_t>(blockDim.x);
     ok[j] = col < d;
-    shift[j] = ok[j] ? static_cast<A>(first[col]) : A(0);
+    // An infinite x0 would make every x - x0 NaN (inf - inf), where the mean is that infinity (the CPU's
+    // and the reference's): then the sums run unshifted.
+    const A x0 = ok[j] ? static_cast<A>(first[col]) : A(0);
+    shift[j] = isfinite(x0) ? x0 : A(0);
     s1[j] = s2[j] = A(0);
   }
   int64_t next[kStatsRows];  // the next batch's row indices, loaded while this batch's rows are
