@@ -717,6 +717,20 @@ def test_conv1d_gn_mish_bad_input(device):
         D.conv1d_gn_mish(x, w, b, gw, gb, 3, None, -1.0)
 
 
+def test_conv1d_gn_mish_refuses_zero_input_channels(device):
+    # C_in = 0: PyTorch's conv1d returns (B, 0, L) (the reference then raises in group_norm). The op
+    # returned uninitialized memory on the CPU (its GroupNorm pass read a y of 0 channels as C_out of them),
+    # and on CUDA the fused direct kernel's blocks grew to 16 channels of one warp each (no input channels:
+    # splits = 0 bounded nothing), 512 threads past its 256-thread launch bound and its 8-warp shared arrays;
+    # cuDNN's empty y, at the larger batch, was read as (B, C_out, L). Refused by name now.
+    cout = 1024
+    w = torch.randn(cout, 0, 3, device=device)
+    b, gw, gb = (torch.randn(cout, device=device) for _ in range(3))
+    for batch in (8, 64):  # the direct kernel (B x tiles <= 8), then cuDNN + the GroupNorm kernel
+        with pytest.raises(BAD, match="C_in >= 1"):
+            D.conv1d_gn_mish(torch.randn(batch, 0, 4, device=device), w, b, gw, gb, 32)
+
+
 # ---------------------------------------------------------------- property-based: random shapes, strides, dtypes
 
 from hypothesis import assume, given, settings, strategies as st  # noqa: E402

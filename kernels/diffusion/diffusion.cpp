@@ -298,7 +298,11 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
   const c10::SymInt c_out = weight.sym_size(0), kernel = weight.sym_size(2);
   TORCH_CHECK_VALUE(weight.sym_size(1) == x.sym_size(1), "weight must be (C_out, C_in, K) with C_in = x.size(1) = ",
                     std::to_string(x.size(1)), ", got shape ", jk::shape(weight.sizes()));
-  TORCH_CHECK_VALUE(kernel >= 1 && c_out >= 1, "weight must have C_out >= 1 and a kernel size K >= 1, got shape ",
+  // C_in = 0 is refused: PyTorch's conv1d then returns (B, 0, L_out), not (B, C_out, L_out) (the reference
+  // raises in group_norm), so the GroupNorm pass read an empty y as (B, C_out, L_out) and the direct CUDA
+  // kernel's block shape (conv_blocks: no input channels, no splits) grew past its 8 warps.
+  TORCH_CHECK_VALUE(kernel >= 1 && c_out >= 1 && weight.sym_size(1) >= 1,
+                    "weight must have C_out >= 1, C_in >= 1 and a kernel size K >= 1, got shape ",
                     jk::shape(weight.sizes()));
   auto check_vector = [&](const at::Tensor& v, const char* name) {
     jk::check_same_device(x, "x", v, name);
