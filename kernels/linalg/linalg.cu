@@ -510,7 +510,10 @@ bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, co
     static_assert(kSmallRootThreads / 32 * 4 >= 32 && kSmallRootThreads / 32 * 8 >= kSmallRootMaxN &&
                   32 * 2 >= kSmallRootMaxN, "small_product's tiles cover the matrix");
     const auto kernel = n <= 32 ? inverse_root_small_kernel<scalar_t, 4, 1> : inverse_root_small_kernel<scalar_t, 8, 2>;
-    if (bytes > 48 * 1024) {  // past the default, a block must opt in
+    // Past the default a block must opt in, and the default bounds static + dynamic shared memory at 48 KB
+    // (the dynamic limit is 48 KB less the static bytes): float64 n = 35 asks 49000 bytes, 50088 with the
+    // 1088 static ones, and was launched without the opt-in.
+    if (bytes + 2048 > 48 * 1024) {
       JK_CUDA_CHECK(launch, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(bytes)));
     }
