@@ -512,10 +512,14 @@ bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, co
     const auto kernel = n <= 32 ? inverse_root_small_kernel<scalar_t, 4, 1> : inverse_root_small_kernel<scalar_t, 8, 2>;
     // Past the default a block must opt in, and the default bounds static + dynamic shared memory at 48 KB
     // (the dynamic limit is 48 KB less the static bytes): float64 n = 35 asks 49000 bytes, 50088 with the
-    // 1088 static ones, and was launched without the opt-in.
+    // 1088 static ones, and was launched without the opt-in. The opt-in is to the most this kernel is ever
+    // asked for on this device, not this call's bytes: the setting is the process's, and a smaller one set
+    // by another thread between our setting and our launch would fail the launch.
     if (bytes + 2048 > 48 * 1024) {
+      const int64_t most = std::min<int64_t>(
+          kSmallRootBuffers * kSmallRootMaxN * kSmallRootMaxN * static_cast<int64_t>(sizeof(scalar_t)), optin - 2048);
       JK_CUDA_CHECK(launch, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(bytes)));
+                                                 static_cast<int>(most)));
     }
     // A block per matrix, grid-stride past 64 blocks per SM (a large batch of small matrices).
     const int64_t blocks = std::min<int64_t>(nb, static_cast<int64_t>(launch.multiprocessors) * 64);
