@@ -92,7 +92,7 @@ def test_inverse_root_batched_cuda_ignores_tf32():
 
 # n = 32 | 33: small_product's 4 x 1 | 8 x 2 tile; 48 | 49: its 16-byte | scalar A loads with rows clamped;
 # 64 | 65: the small | general route; then a batch past 64 blocks per SM, and one matrix. 35: float64's
-# 49000 bytes of buffers, under 48 KB alone but not with the kernel's static shared memory (it needs the opt-in).
+# 49000 bytes of buffers, under 48 KB alone and near it with the kernel's static shared memory (the opt-in's margin).
 SMALL_ROUTE_CASES = [(32, (3,)), (33, (3,)), (35, (3,)), (48, (3,)), (49, (3,)), (64, (3,)), (65, (3,)), (3, (9000,)),
                      (5, ())]
 
