@@ -725,6 +725,21 @@ def test_cuda_row_tiles_loop_past_the_grid_cap(model):
     assert_close_scaled(ebm.score(x, model, **params), ref.SCORES[model](x.double(), **params), torch.float32)
 
 
+@pytest.mark.parametrize("op", ["harmonic_energy", "rosenbrock_score", "gaussian_energy"])
+def test_rows_wider_than_the_cuda_kernels_index_are_refused(device, op):
+    """The local models' CUDA kernel indexed a row in 32 bits: a row of 2^31 elements read nothing and its
+    energy came out 0 (session 42's review; 64-bit indices cost that kernel 11-20%). Such rows are refused,
+    naming x, on every device alike. Expanded views: nothing is allocated."""
+    wide = torch.zeros(1, 1, device=device).expand(1, 2 ** 31)
+    args = (torch.zeros(1, device=device).expand(2 ** 31), torch.zeros(1, 1, device=device).expand(2 ** 31, 2 ** 31)) \
+        if op == "gaussian_energy" else ()
+    with pytest.raises(ValueError, match=r"x must have at most 2147483391 columns"):
+        getattr(ebm, op)(wide, *args)
+    widest = torch.zeros(1, 1, device=device).expand(1, 2 ** 31 - 257)
+    with pytest.raises(ValueError, match="mean"):  # the widest row passes the width check
+        ebm.gaussian_energy(widest, torch.zeros(3, device=device), torch.eye(3, device=device))
+
+
 # ---------------------------------------------------------------- session 40's review
 
 @pytest.mark.parametrize("model", ["banana", "Gaussian"])

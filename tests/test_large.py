@@ -177,12 +177,3 @@ def test_kron_both_ends():
     for i in range(5):  # one product, rounded once: exact
         torch.testing.assert_close(out[i], (A[i].float() * B[0].float()).bfloat16(), atol=0, rtol=0)
 
-
-def test_ebm_local_energy_of_a_row_of_2_to_the_31_elements():
-    """The lane-group kernel of ebm's local models (rows that are not 2, 4 or 8 vectors wide) took D as an
-    int: a row of 2^31 elements became D = -2^31, no chunk was read and the energy came out 0 (the CPU loops
-    index in 64 bits; session 42's review). bfloat16, 4 GiB; one warp walks the row."""
-    _require_gib(5)
-    x = torch.zeros(1, 2 ** 31, dtype=torch.bfloat16, device="cuda")
-    x[0, 0], x[0, -1] = 1.0, 2.0
-    assert loader.ebm.harmonic_energy(x, k=1.0).item() == 2.5  # (1² + 2²) / 2, exact in bfloat16

@@ -47,6 +47,11 @@ void check_rows(const at::Tensor& x, int64_t min_cols) {
   jk::check_dim(x, "x", 2);
   TORCH_CHECK_VALUE(x.sym_size(1) >= min_cols, "x must have at least ", std::to_string(min_cols),
                     " column(s) (D), got shape ", jk::shape(x.sizes()));
+  // The CUDA kernels index within a row in 32 bits (a row of 2^31 elements read nothing: energy 0). 64-bit
+  // row indices cost the local models' lane-group kernel 11-20% on ordinary rows (session 42 call 5), so
+  // rows this wide are refused instead, on every device alike.
+  TORCH_CHECK_VALUE(x.sym_size(1) <= kMaxRowWidth, "x must have at most ", std::to_string(kMaxRowWidth),
+                    " columns (D; the CUDA kernels index a row in 32 bits), got shape ", jk::shape(x.sizes()));
 }
 
 void check_gaussian_args(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision) {

@@ -32,6 +32,9 @@ enum class Model : int { Gaussian = 0, DoubleWell, Harmonic, Rosenbrock, Rastrig
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kE = 2.71828182845904523536;
+// The widest row (D) any op takes (check_rows): the CUDA kernels index within a row in 32 bits, and the local
+// models' lane-group kernel rounds D up by up to 255 (a group of at most 32 lanes of 8 elements).
+constexpr int64_t kMaxRowWidth = 2147483647 - 256;
 
 // A model as chosen at run time: its kind and up to three scalar parameters.
 struct ModelSpec {

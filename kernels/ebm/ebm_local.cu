@@ -21,7 +21,7 @@ namespace ebm {
 // This lane's chunk [c, c + V) of a row (zeros when the row or the chunk is outside). With
 // V > 1, D % V == 0, so a chunk is wholly inside or outside.
 template <typename T, int V>
-__device__ __forceinline__ jk::Vec<T, V> load_chunk(const T* xr, int64_t c, bool inside) {
+__device__ __forceinline__ jk::Vec<T, V> load_chunk(const T* xr, int c, bool inside) {
   jk::Vec<T, V> v;
   if (inside) {
     v = *reinterpret_cast<const jk::Vec<T, V>*>(xr + c);
@@ -35,34 +35,31 @@ __device__ __forceinline__ jk::Vec<T, V> load_chunk(const T* xr, int64_t c, bool
 // x[c + V] and x[c − 1] of a lane's chunk: from the neighbouring lane of the group by
 // shuffle; only the group's end lanes of a multi-chunk row read memory. Call from all lanes.
 template <typename A, typename T, int V>
-__device__ __forceinline__ A right_of(const jk::Vec<T, V>& v, const T* xr, int64_t c, int l, int G, bool valid,
-                                      int64_t D) {
+__device__ __forceinline__ A right_of(const jk::Vec<T, V>& v, const T* xr, int c, int l, int G, bool valid, int D) {
   const A n = __shfl_down_sync(kFullMask, static_cast<A>(v.val[0]), 1, G);
   if (l < G - 1) return n;
   return valid && c + V < D ? static_cast<A>(xr[c + V]) : A(0);
 }
 
 template <typename A, typename T, int V>
-__device__ __forceinline__ A left_of(const jk::Vec<T, V>& v, const T* xr, int64_t c, int l, int G, bool valid,
-                                     int64_t D) {
+__device__ __forceinline__ A left_of(const jk::Vec<T, V>& v, const T* xr, int c, int l, int G, bool valid, int D) {
   const A p = __shfl_up_sync(kFullMask, static_cast<A>(v.val[V - 1]), 1, G);
   if (l > 0) return p;
   return valid && c > 0 && c <= D ? static_cast<A>(xr[c - 1]) : A(0);
 }
 
-// Energy (out: (B,)) or score (out: (B, D)) of a local model. A group of G lanes owns a row
+// Energy (out: (B,)) or score (out: (B, D)) of a local model, D <= kMaxRowWidth (int arithmetic: 64-bit
+// cost 11-20% here, session 42 call 5). A group of G lanes owns a row
 // and walks it in `chunks` steps of G·V elements (warp-uniform, so the shuffles are too).
-// D and the column indices are 64-bit: this kernel takes rows of any width (the CPU loops do), and an
-// int D truncated rows of 2^31 elements or more (harmonic_energy of a (1, 2^31) row read nothing: 0).
 // The score pass reuses the first chunk from the statistics pass (Ackley) instead of reading
 // it again: for rows up to G·V elements x is read exactly once.
 template <typename T, int V, bool kScore, typename M>
 __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t B,
-                                                         int64_t D, int G, M m) {
+                                                         int D, int G, M m) {
   using A = jk::opmath_t<T>;
   using Vec = jk::Vec<T, V>;
   const int lane = threadIdx.x & 31, l = lane & (G - 1), rows_per_warp = 32 / G;
-  const int64_t chunks = (D + G * V - 1) / (G * V);
+  const int chunks = (D + G * V - 1) / (G * V);
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
   for (int64_t base = warp * rows_per_warp; base < B; base += n_warps * rows_per_warp) {
@@ -72,15 +69,15 @@ __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x
     A s0 = 0, s1 = 0, e = 0;
     Vec first;
     if (M::kStats || !kScore) {
-      for (int64_t k = 0; k < chunks; ++k) {
-        const int64_t c = (k * G + l) * V;
+      for (int k = 0; k < chunks; ++k) {
+        const int c = (k * G + l) * V;
         const Vec v = load_chunk<T, V>(xr, c, valid && c < D);
         if (k == 0) first = v;
         A next = 0;
         if (!kScore && M::kNeighbours) next = right_of<A>(v, xr, c, l, G, valid, D);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const int64_t i = c + j;
+          const int i = c + j;
           if (valid && i < D) {
             const A xi = static_cast<A>(v.val[j]);
             m.stats(xi, s0, s1);
@@ -100,8 +97,8 @@ __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x
     }
     const RowConst<A> rc = m.prepare(s0, s1, D);
     T* outr = out + (valid ? row : 0) * D;
-    for (int64_t k = 0; k < chunks; ++k) {
-      const int64_t c = (k * G + l) * V;
+    for (int k = 0; k < chunks; ++k) {
+      const int c = (k * G + l) * V;
       const bool inside = valid && c < D;
       const Vec v = (M::kStats && k == 0) ? first : load_chunk<T, V>(xr, c, inside);
       A prev = 0, next = 0;
@@ -113,7 +110,7 @@ __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x
       Vec o;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const int64_t i = c + j;
+        const int i = c + j;
         const A xp = j > 0 ? static_cast<A>(v.val[j > 0 ? j - 1 : 0]) : prev;
         const A xn = j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next;
         o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v.val[j]), xn, i > 0, i + 1 < D, rc));
@@ -133,7 +130,7 @@ void launch_local_rows(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk
   const int64_t rows_per_block = (kThreads / 32) * (32 / G);
   const auto kernel = local_rows_kernel<T, V, kScore, M>;
   const int64_t blocks = resident_grid(launch, kernel, kThreads, (B + rows_per_block - 1) / rows_per_block);
-  kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B, D, G, m);
+  kernel<<<blocks, kThreads, 0, launch.stream>>>(x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), B, int(D), G, m);
   JK_CUDA_LAUNCH_CHECK(launch);
 }
 
