@@ -177,14 +177,17 @@ def _common_dir(root: Path) -> Path:
     return root / "common" if (root / "common").is_dir() else REPO / "kernels" / "common"
 
 
-def _cuda_wanted(family_dir: Path) -> bool:
-    """Whether to build the CUDA half: JITKERNELS_CUDA, else whether a GPU is usable."""
-    if not (family_dir / f"{family_dir.name}.cu").is_file():
-        return False
+def _cuda_half_on() -> bool:
+    """Whether builds here have a CUDA half: JITKERNELS_CUDA, else whether a GPU is usable."""
     forced = _env_flag("JITKERNELS_CUDA")
     if forced is not None:
         return forced
     return torch.version.cuda is not None and torch.cuda.is_available()
+
+
+def _cuda_wanted(family_dir: Path) -> bool:
+    """Whether to build this family's CUDA half: it has one, and builds here have one (_cuda_half_on)."""
+    return (family_dir / f"{family_dir.name}.cu").is_file() and _cuda_half_on()
 
 
 def _cuda_arch_list() -> str:

@@ -489,8 +489,7 @@ def _family_lock(spec: _Spec):
 def info() -> dict:
     """What builds here: versions, compilers, archs, cache folder."""
     home = _cuda_home()
-    forced = loader._env_flag("JITKERNELS_CUDA")
-    cuda_half = forced if forced is not None else torch.version.cuda is not None and torch.cuda.is_available()
+    cuda_half = loader._cuda_half_on()
     archs = loader._cuda_arch_list()
     return {
         "torch": torch.__version__, "torch_cuda": torch.version.cuda,
