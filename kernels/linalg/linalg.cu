@@ -505,7 +505,8 @@ bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, co
     const int64_t bytes = kSmallRootBuffers * n * n * static_cast<int64_t>(sizeof(scalar_t));
     // Room for the kernel's static shared memory too (its 64-byte scratch, and the 1024 bytes nvcc 13 gives
     // every sm_90 kernel of a module that declares dynamic shared memory); else the general route.
-    if (bytes + 2048 > optin) return;
+    constexpr int64_t kStaticRoom = 2048;
+    if (bytes + kStaticRoom > optin) return;
     // n <= 32: 4 rows x 1 column a thread; n <= 64: 8 x 2 (small_product's bounds: n <= 8 kRows, 32 kCols).
     static_assert(kSmallRootThreads / 32 * 4 >= 32 && kSmallRootThreads / 32 * 8 >= kSmallRootMaxN &&
                   32 * 2 >= kSmallRootMaxN, "small_product's tiles cover the matrix");
@@ -516,9 +517,10 @@ bool inverse_root_small_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& A, co
     // little to spare). The opt-in is to the most this kernel is ever asked for on this device, not this
     // call's bytes: the setting is the process's, and a smaller one set by another thread between our
     // setting and our launch would fail the launch.
-    if (bytes + 2048 > 48 * 1024) {
+    if (bytes + kStaticRoom > 48 * 1024) {
       const int64_t most = std::min<int64_t>(
-          kSmallRootBuffers * kSmallRootMaxN * kSmallRootMaxN * static_cast<int64_t>(sizeof(scalar_t)), optin - 2048);
+          kSmallRootBuffers * kSmallRootMaxN * kSmallRootMaxN * static_cast<int64_t>(sizeof(scalar_t)),
+          optin - kStaticRoom);
       JK_CUDA_CHECK(launch, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(most)));
     }
