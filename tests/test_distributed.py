@@ -1,5 +1,6 @@
 """Several processes: distributed_chain (ebm) and distributed_cem_minimize (sampling) over two
 gloo ranks on the CPU give what one process gives with the same seeds."""
+import math
 import os
 
 import pytest
@@ -11,6 +12,7 @@ import loader
 
 WORLD = 2
 B, D, STEPS = 32, 4, 20
+F32_MAX = torch.finfo(torch.float32).max
 CEM = dict(n_samples=48, n_elite=12, n_iters=4, smoothing=0.1, min_std=1e-3)
 
 
@@ -126,3 +128,23 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("scores, maximize", [([math.inf, F32_MAX, math.inf, F32_MAX], False),
+                                              ([-F32_MAX, -math.inf, -F32_MAX, -math.inf], False),
+                                              ([F32_MAX, math.inf, F32_MAX, math.inf], True)])
+def test_cem_elite_ranks_infinite_scores_as_cem_update_does(scores, maximize):
+    """One rank computes what cem_minimize computes with the same generator: the global elite had been chosen on
+    torch.nan_to_num(nan=inf) keys, which turned +-inf into +-finfo.max, so an infinite score tied with the largest
+    finite one and the lower row entered the elite (here the worse row: n_elite=1, the refit's mean was that row)."""
+    values = torch.tensor(scores)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    try:
+        got = loader.sampling.distributed_cem_minimize(lambda x: values, torch.zeros(2), torch.ones(2), 4, 1, 1,
+                                                       maximize=maximize, seed=5)
+    finally:
+        dist.destroy_process_group()
+    want = loader.sampling.cem_minimize(lambda x: values, torch.zeros(2), torch.ones(2), 4, 1, 1, maximize=maximize,
+                                        generator=torch.Generator().manual_seed(5))
+    for name, g, w in zip(want._fields, got, want):
+        torch.testing.assert_close(g, w, rtol=0, atol=0, msg=name)

@@ -673,3 +673,32 @@ def test_cem_minimize_under_compile_names_a_bad_smoothing():
                                                                       smoothing=smoothing), fullgraph=True)
     with pytest.raises(Exception, match="smoothing must be in"):
         compiled(torch.zeros(2), torch.ones(2), 1.5)
+
+
+# ---------------------------------------------------------------- session 43's review
+
+_F32_MAX, _F16_MAX = torch.finfo(torch.float32).max, torch.finfo(torch.float16).max
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+@pytest.mark.parametrize("scores", [
+    [math.inf, _F32_MAX, math.inf, _F32_MAX],        # +inf ranked as the largest finite score (tied, row 0 won)
+    [-_F32_MAX, -math.inf, -_F32_MAX, -math.inf],    # -inf ranked as the smallest finite score
+    [_F32_MAX, math.inf, -math.inf, -_F32_MAX],      # (maximize: the same ties, the other way round)
+    [math.nan, math.inf, math.nan, -math.inf],       # NaN ranks after +inf, whatever the direction
+    [math.nan, math.inf, math.nan, math.inf],
+    [math.inf, _F16_MAX, math.nan, -_F16_MAX, -math.inf],  # float16's largest finite score is within reach
+])
+@pytest.mark.parametrize("score_dtype", [torch.float32, torch.float16])
+def test_cem_minimize_best_is_cem_update_s_pick_with_infinite_scores(scores, maximize, score_dtype):
+    """The best sample cem_minimize reports is the one cem_update ranks first (n_elite=1: its mean): torch.nan_to_num
+    had turned +-inf into +-finfo.max, so an infinite score tied with the largest finite one, the first row won,
+    and best_x / best_value / history named a worse row than the one the refit took."""
+    values = torch.tensor(scores, dtype=score_dtype)
+    result = fam.cem_minimize(lambda x: values, torch.zeros(3), torch.ones(3), len(scores), 1, 1, maximize=maximize,
+                              generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(result.best_x, result.mean, rtol=0, atol=0)
+    key = -values.double() if maximize else values.double()
+    want = values[torch.sort(key, stable=True).indices[0]]
+    torch.testing.assert_close(result.best_value, want, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(result.history, want[None], rtol=0, atol=0, equal_nan=True)

@@ -80,6 +80,13 @@ def _keep_best(best_value, best_x, value, x, maximize):
     return torch.where(better, value, best_value), torch.where(better, x, best_x)
 
 
+def _ranked(scores: torch.Tensor, maximize: bool) -> torch.Tensor:
+    """Row indices, best first, in cem_update's order: NaN last, ties to the lower row (torch.sort puts NaN after
+    +inf). torch.nan_to_num(nan=inf) had also turned +-inf into +-finfo.max, so an infinite score tied with the
+    largest finite one and the lower row won: best_x and the distributed elite could be a worse row."""
+    return torch.sort(-scores if maximize else scores, stable=True).indices
+
+
 def _check_population(n_samples: int, n_elite: int, n_iters: int, world: int = 1) -> None:
     """Before fn is first called: n_samples=0 failed in argmin, and n_elite > n_samples after a whole fn call."""
     if n_iters < 1:
@@ -149,8 +156,7 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
         _check_scores(scores, n_samples)
         if history is None:  # the scores' dtype, as best_value's and distributed_cem_minimize's (was float32)
             history = torch.empty(n_iters, dtype=scores.dtype, device=scores.device)
-        key = torch.nan_to_num(-scores if maximize else scores, nan=float("inf"))
-        i = key.argmin().view(1)
+        i = _ranked(scores, maximize)[:1]
         value = scores.index_select(0, i).squeeze(0)
         x = samples.index_select(0, i).squeeze(0)
         best_value, best_x = _keep_best(best_value, best_x, value, x, maximize)
@@ -189,8 +195,7 @@ def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: t
         score_parts = [torch.empty_like(scores) for _ in range(world)]
         dist.all_gather(score_parts, scores, group=group)
         all_scores = torch.cat(score_parts)
-        key = torch.nan_to_num(-all_scores if maximize else all_scores, nan=float("inf"))
-        elite = torch.sort(key, stable=True).indices[:n_elite]  # global rows, best first
+        elite = _ranked(all_scores, maximize)[:n_elite]  # global rows, best first
         # Each rank fills the elite rows it holds and zeros elsewhere: the sum over ranks is the elite.
         local = elite - rank * n_samples
         mine = (local >= 0) & (local < n_samples)
