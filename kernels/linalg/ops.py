@@ -148,7 +148,12 @@ def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
     dl = L.unsqueeze(-1) - L.unsqueeze(-2)
     same = dl.abs() <= 1e-9 * L.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(1e-30)
     mid = (df.unsqueeze(-1) + df.unsqueeze(-2)) / 2
-    F = torch.where(same, mid, (f.unsqueeze(-1) - f.unsqueeze(-2)) / torch.where(same, torch.ones_like(dl), dl))
+    dl = torch.where(same, torch.ones_like(dl), dl)
+    # f_i - f_j = f_j ((1 + dl_ij / shifted_j)^(-1/p) - 1), through log1p and expm1: the difference of the
+    # rounded f values cancelled for close eigenvalues (float32 gradients of I + a small PSD part were up to
+    # 67% off).
+    f_diff = f.unsqueeze(-2) * torch.expm1(torch.log1p(dl / shifted.unsqueeze(-2)) * (-1.0 / p))
+    F = torch.where(same, mid, f_diff / dl)
     grad_A = V @ (F * (V.mT @ grad_X @ V)) @ V.mT
     return (grad_A + grad_A.mT) / 2, None, None, None
 
