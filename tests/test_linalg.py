@@ -552,6 +552,56 @@ def test_per_sample_grads_of_linears_whose_tensors_are_used_elsewhere(device, ca
         torch.testing.assert_close(ours[name], expected[name])
 
 
+class _AttentionOnly(nn.Module):
+    """MultiheadAttention reads its out_proj's (an nn.Linear's) parameters without calling its forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(4, 2, batch_first=True)
+
+    def forward(self, x):
+        return self.attention(x, x, x)[0].sum(1)
+
+
+class _UnusedHead(nn.Module):
+    """A Linear this forward never reaches, beside a parameter it does."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(3))
+        self.head = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return x * self.scale
+
+
+class _FunctionalLinear(nn.Module):
+    """A Linear's parameters used through nn.functional.linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return nn.functional.linear(x, self.lin.weight, self.lin.bias)
+
+
+@pytest.mark.parametrize("model", [_AttentionOnly, _UnusedHead, _FunctionalLinear])
+def test_per_sample_grads_when_no_linear_forward_runs(device, model):
+    """A model with nn.Linear modules none of whose forwards ran (MultiheadAttention's out_proj, an unused
+    head, a Linear's weight passed to nn.functional.linear) raised "`inputs` argument to `grad()` cannot be
+    empty" until session 43: those parameters now go to torch.func (zeros where unused), as the others do."""
+    f64 = dict(dtype=torch.float64, device=device)
+    x = torch.randn(5, 3, 4, **f64) if model is _AttentionOnly else torch.randn(5, 3, **f64)
+    y = torch.randn(5, 4 if model is _AttentionOnly else 3, **f64)
+    net = model().to(**f64)
+    ours = linalg.per_sample_grads(net, nn.functional.mse_loss, x, y)
+    expected = ref.per_sample_grads(net, nn.functional.mse_loss, x, y)
+    assert list(ours) == list(expected)
+    for name in expected:
+        torch.testing.assert_close(ours[name], expected[name])
+
+
 def test_memory_info(device):
     info = linalg.memory_info(device)
     assert set(info) == {"total", "free", "reserved", "allocated"}

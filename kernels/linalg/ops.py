@@ -248,11 +248,13 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
                      if getattr(mod, kind) is not None and prefix + kind in params}
             if names:
                 linears[mod] = names
+    calls, outputs = _linear_calls(model, inputs, linears) if linears else ([], None)
+    if not calls:  # no Linear's forward ran (MultiheadAttention reads its out_proj's weight itself): torch.func
+        linears = {}
     linear_names = {name for names in linears.values() for name in names.values()}
     result = {}
 
     if linears:
-        calls, outputs = _linear_calls(model, inputs, linears)
         with torch.enable_grad():
             losses = torch.func.vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)))(outputs, targets)
         # A Linear's parameter that the graph also reaches outside its calls (a tied embedding, a direct
