@@ -664,6 +664,39 @@ def test_shampoo_state_dict_resumes_identically(device):
         assert torch.equal(p.detach(), a)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_shampoo_state_dict_keeps_half_parameters_statistics_in_float32(device, dtype):
+    """The statistics and roots of a 16-bit parameter are kept in float32; torch's load_state_dict casts every
+    floating state tensor to its parameter's dtype, which rounded them to float16 / bfloat16. A rank-deficient
+    statistic (64 inputs, 8 samples so far) then had eigenvalues of -5e-4 of its norm, below root_eps: the
+    resumed bfloat16 run went NaN, the float16 one 0.15 away from the uninterrupted run (until session 43)."""
+    torch.manual_seed(0)
+    model = nn.Linear(64, 6).to(device=device, dtype=dtype)
+    data = [(torch.randn(4, 64, device=device, dtype=dtype), torch.randn(4, 6, device=device, dtype=dtype))
+            for _ in range(8)]
+
+    def run(opt, model, batches):
+        for x, t in batches:
+            opt.zero_grad()
+            ((model(x) - t) ** 2).mean().backward()
+            opt.step()
+
+    # eps: float16's Adam moments need one it can hold (with 1e-8, torch.optim.Adam's float16 steps are NaN too)
+    opt = linalg.Shampoo(model.parameters(), lr=1e-2, eps=1e-3)
+    run(opt, model, data[:2])
+    snapshot = copy.deepcopy(opt.state_dict())
+    resumed = copy.deepcopy(model)
+    run(opt, model, data[2:])
+    opt2 = linalg.Shampoo(resumed.parameters(), lr=1e-2, eps=1e-3)
+    opt2.load_state_dict(snapshot)
+    for key in ("L", "R", "PL", "PR"):
+        for saved, loaded in zip(snapshot["state"][0][key], opt2.state[resumed.weight][key]):
+            assert loaded.dtype == torch.float32 and torch.equal(loaded, saved)
+    run(opt2, resumed, data[2:])
+    for p, q in zip(model.parameters(), resumed.parameters()):
+        assert torch.isfinite(p).all() and torch.equal(p, q)
+
+
 def test_shampoo_eigh_route_agrees(device):
     results = []
     for method in ("newton", "eigh"):

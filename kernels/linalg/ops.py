@@ -466,6 +466,18 @@ class Shampoo(torch.optim.Optimizer):
             state["PL"] = [torch.eye(r1 - r0, dtype=dtype, device=p.device) for r0, r1, _, _ in blocks]
             state["PR"] = [torch.eye(c1 - c0, dtype=dtype, device=p.device) for _, _, c0, c1 in blocks]
 
+    def load_state_dict(self, state_dict):
+        # torch casts every floating state tensor to its parameter's dtype: a 16-bit parameter's float32
+        # statistics and roots came back rounded (no longer PSD: NaN roots, session 43). Those are put back from
+        # the saved ones, cast to their own dtype (as torch's cast does, a tensor already of it is kept, not copied).
+        super().load_state_dict(state_dict)
+        saved_ids = (i for group in state_dict["param_groups"] for i in group["params"])
+        for i, p in zip(saved_ids, (p for group in self.param_groups for p in group["params"])):
+            saved, dtype = state_dict["state"].get(i, {}), self._stat_dtype(p)
+            for key in ("L", "R", "PL", "PR"):
+                if key in saved and dtype != p.dtype:
+                    self.state[p][key] = [t.to(device=p.device, dtype=dtype) for t in saved[key]]
+
     def _inverse_roots(self, todo):
         """todo: list of (statistic, output list, index, root_eps, method). All in one batched call
         per (block size, dtype, device, root_eps, method)."""
@@ -508,7 +520,7 @@ class Shampoo(torch.optim.Optimizer):
                 state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
                 if p.dim() >= 2:
                     dtype = self._stat_dtype(p)
-                    for key in ("L", "R", "PL", "PR"):  # load_state_dict casts to the param's dtype
+                    for key in ("L", "R", "PL", "PR"):  # a state loaded by other means may hold another dtype
                         state[key] = [t.to(dtype) for t in state[key]]
                     G = g.reshape(p.shape[0], math.prod(p.shape[1:])).to(dtype)
                     blocks = self._blocks(G.shape[0], G.shape[1], group["block_size"])
