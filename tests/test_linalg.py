@@ -943,3 +943,24 @@ def test_shampoo_steps_a_parameter_of_no_rows():
     p.grad = torch.zeros(0, 7)
     linalg.Shampoo([p]).step()
     assert p.shape == (0, 7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_shampoo_steps_after_a_zero_gradient(device, dtype):
+    """A parameter whose first gradient is 0 (behind a zero-initialized layer: LoRA's A, adaLN-Zero) got the
+    root of a zero statistic, (root_eps tiny)^(-1/4) I: 5e10 I in float32, 1e78 I in float64. Until the next
+    root update (update_freq > 1) the grafting norm of PL m PR overflowed and the parameter did not move at
+    all (until session 43). A zero statistic keeps the identity; every step has Adam's length, as grafting says."""
+    W = nn.Parameter(torch.randn(5, 7, device=device, dtype=dtype))
+    opt = linalg.Shampoo([W], lr=0.1, update_freq=3, block_size=3)
+    gen = torch.Generator().manual_seed(0)
+    for step in range(5):
+        W.grad = torch.randn(5, 7, generator=gen, dtype=dtype).to(device) if step else torch.zeros_like(W)
+        before = W.detach().clone()
+        opt.step()
+        state = opt.state[W]
+        t, (beta1, beta2) = state["step"], opt.defaults["betas"]
+        adam = (state["exp_avg"] / (1 - beta1 ** t)) / ((state["exp_avg_sq"] / (1 - beta2 ** t)).sqrt() + 1e-8)
+        moved = torch.linalg.vector_norm(W.detach() - before)
+        assert torch.isfinite(W).all()
+        torch.testing.assert_close(moved, 0.1 * torch.linalg.vector_norm(adam), rtol=1e-4, atol=0)

@@ -421,7 +421,7 @@ class Shampoo(torch.optim.Optimizer):
 
     root_eps: regularization relative to each statistic's size: (S/||S||_F + root_eps I)^(-1/4)
       ||S||_F^(-1/4), which bounds the condition number by 1/root_eps, so the fixed Newton step
-      count always converges (no host sync in step()).
+      count always converges (no host sync in step()). A statistic of zeros (no gradient yet) keeps the identity.
     root_method: "newton" (this family's kernel) or "eigh" (the usual, slow route; for comparison).
     """
 
@@ -487,13 +487,16 @@ class Shampoo(torch.optim.Optimizer):
             groups.setdefault(key, []).append((stat, out, i))
         for (n, _, _, root_eps, method), items in groups.items():
             S = torch.stack([s for s, _, _ in items])
-            norm = torch.linalg.matrix_norm(S).clamp_min(torch.finfo(S.dtype).tiny)[:, None, None]
+            frobenius = torch.linalg.matrix_norm(S)[:, None, None]
+            norm = frobenius.clamp_min(torch.finfo(S.dtype).tiny)
             if method == "newton":
                 X = matrix_inverse_root(S / norm, 4, root_eps, max_cond=min(1e16, 1.01 / root_eps + 1),
                                         fallback="never")
             else:
                 X = _eigh_inverse_root(S / norm, 4, root_eps)
-            X = X * norm.pow(-0.25)
+            # A zero statistic (no gradient yet: behind a zero-initialized layer) keeps the identity. Its root,
+            # ~5e10 I in float32, overflowed the grafting norms of later steps: no move until the next update.
+            X = torch.where(frobenius == 0, torch.eye(n, dtype=X.dtype, device=X.device), X * norm.pow(-0.25))
             for (_, out, i), x in zip(items, X.unbind(0)):
                 out[i] = x
 
