@@ -586,11 +586,23 @@ class _FunctionalLinear(nn.Module):
         return nn.functional.linear(x, self.lin.weight, self.lin.bias)
 
 
-@pytest.mark.parametrize("model", [_AttentionOnly, _UnusedHead, _FunctionalLinear])
-def test_per_sample_grads_when_no_linear_forward_runs(device, model):
+class _LinearCalledWithKeyword(nn.Module):
+    """A Linear called as lin(input=x): its forward hook sees no positional argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(input=x)
+
+
+@pytest.mark.parametrize("model", [_AttentionOnly, _UnusedHead, _FunctionalLinear, _LinearCalledWithKeyword])
+def test_per_sample_grads_of_linears_not_called_plainly(device, model):
     """A model with nn.Linear modules none of whose forwards ran (MultiheadAttention's out_proj, an unused
     head, a Linear's weight passed to nn.functional.linear) raised "`inputs` argument to `grad()` cannot be
-    empty" until session 43: those parameters now go to torch.func (zeros where unused), as the others do."""
+    empty" until session 43: those parameters now go to torch.func (zeros where unused), as the others do. A
+    Linear called with its input as a keyword (lin(input=x)) raised IndexError in the hook until then."""
     f64 = dict(dtype=torch.float64, device=device)
     x = torch.randn(5, 3, 4, **f64) if model is _AttentionOnly else torch.randn(5, 3, **f64)
     y = torch.randn(5, 4 if model is _AttentionOnly else 3, **f64)

@@ -307,13 +307,14 @@ def _linear_calls(model, inputs, linears):
     def run(copy):
         calls, versions = [], []
 
-        def hook(mod, args, out):
-            x = args[0].detach().clone() if copy else args[0]
+        def hook(mod, args, kwargs, out):
+            x = args[0] if args else kwargs["input"]  # lin(x) or lin(input=x)
+            x = x.detach().clone() if copy else x
             calls.append((mod, x, out))
             versions.append((x._version, out._version))
             return out.clone() if copy else None
 
-        handles = [mod.register_forward_hook(hook) for mod in linears]
+        handles = [mod.register_forward_hook(hook, with_kwargs=True) for mod in linears]
         try:
             with torch.enable_grad():
                 outputs = model(inputs)
