@@ -778,3 +778,19 @@ def test_clamp_and_hmc_options_are_refused_by_name():
         ebm.hmc_chain(x, "harmonic", 2, 0.1, 2, clamp=1.0)
     with pytest.raises(TypeError, match=r"hmc_chain takes no noise_scale"):
         ebm.hmc_chain(x, "harmonic", 2, 0.1, 2, noise_scale=0.5)
+
+
+# ---------------------------------------------------------------- session 43's review
+
+@pytest.mark.parametrize("model", LOCAL)
+def test_wide_rows_sum_without_drift_on_the_cpu(model):
+    """The CPU loops summed a row's terms (and Ackley's row sums) one after another in float32, so the error grew
+    with D: a 3×512×512 row's harmonic energy was off by 4e-4 (torch.sum: 1e-7), and a row of 2^25 ones summed
+    to 2^23 instead of 2^24. 16 rows go through the lane-wise loop, the 17th through the row-by-row one."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(17, 2 ** 18, generator=g) + 0.3
+    params = PARAMS[model]
+    expected = ref.ENERGIES[model](x.double(), **params)
+    torch.testing.assert_close(ebm.energy(x, model, **params).double(), expected, rtol=1e-6, atol=0)
+    score = ref.SCORES[model](x.double(), **params)
+    torch.testing.assert_close(ebm.score(x, model, **params).double(), score, rtol=0, atol=1e-6 * score.abs().max().item())
