@@ -532,8 +532,8 @@ def bad_inputs(device):
         ("x", lambda: ebm.ackley_energy(torch.ones(4, 3, dtype=torch.complex64, device=device))),
         ("x", lambda: ebm.langevin_step(torch.ones(4, 3, dtype=torch.int32, device=device), x, 0.1)),
         ("c", lambda: ebm.ackley_score(x, c=float("inf"))),
-        ("clamp_max", lambda: ebm.langevin_step(x, x, 0.1, clamp=(None, float("nan")))),
-        ("params", lambda: ebm.langevin_chain(x, "rastrigin", 5, 0.1, a=float("inf"))),
+        ("clamp's max", lambda: ebm.langevin_step(x, x, 0.1, clamp=(None, float("nan")))),
+        ("^a must be finite", lambda: ebm.langevin_chain(x, "rastrigin", 5, 0.1, a=float("inf"))),
         ("x", lambda: ebm.rastrigin_energy(torch.empty(4, 0, device=device))),
     ]
 
@@ -781,6 +781,22 @@ def test_clamp_and_hmc_options_are_refused_by_name():
 
 
 # ---------------------------------------------------------------- session 43's review
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: ebm.langevin_step(x, x, 0.1, clamp=math.nan), r"^clamp must be a finite number"),
+    (lambda x: ebm.langevin_step(x, x, 0.1, clamp=math.inf), r"^clamp must be a finite number"),
+    (lambda x: ebm.langevin_step_(x.clone(), x, 0.1, clamp=(None, math.nan)), r"^clamp's max must be finite"),
+    (lambda x: ebm.langevin_chain(x, "harmonic", 1, 0.1, clamp=(-math.inf, 1.0)), r"^clamp's min must be finite"),
+    (lambda x: ebm.langevin_chain(x, "harmonic", 1, 0.1, k=math.nan), r"^k must be finite"),
+    (lambda x: ebm.hmc_chain(x, "double_well", 1, 0.1, 2, barrier_height=math.inf), r"^barrier_height must be finite"),
+    (lambda x: ebm.energy(x, "ackley", c=math.nan), r"^c must be finite"),
+])
+def test_non_finite_clamp_and_chain_parameters_are_refused_by_their_names(call, message):
+    """clamp=nan said "clamp_min must be finite, got -nan" (the op's argument, not the caller's), and a chain's
+    model parameter said "params must be finite", naming no parameter."""
+    with pytest.raises(ValueError, match=message):
+        call(torch.randn(4, 3))
+
 
 @pytest.mark.parametrize("model", LOCAL)
 def test_wide_rows_sum_without_drift_on_the_cpu(model):

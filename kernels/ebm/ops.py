@@ -131,7 +131,11 @@ def _model_args(model: str, params: dict):
     unknown = set(params) - set(MODELS[model])
     if unknown:
         raise TypeError(f"model {model!r} takes {sorted(MODELS[model])}, not {sorted(unknown)}")
-    return None, None, [float(params.get(name, default)) for name, default in MODELS[model].items()]
+    values = [float(params.get(name, default)) for name, default in MODELS[model].items()]
+    for name, value in zip(MODELS[model], values):  # the chain ops take a list: their message said "params"
+        if not -math.inf < value < math.inf:  # NaN fails this too; math.isfinite breaks torch.compile's graph
+            raise ValueError(f"{name} must be finite, got {value}")
+    return None, None, values
 
 
 def energy(x: torch.Tensor, model: str, **params) -> torch.Tensor:
@@ -261,20 +265,27 @@ for _name in MODELS:  # the op and its autograd twin (loader.register_autograd),
 # ---------------------------------------------------------------- Langevin step
 
 def _clamp_bounds(clamp):
+    """(min, max) for the op from clamp; bounds checked here so that messages name clamp, not the op's
+    clamp_min (clamp=nan said "clamp_min must be finite, got -nan")."""
     if clamp is None:
         return None, None
-    if isinstance(clamp, Real):
-        if clamp < 0:
-            raise ValueError(f"clamp must be >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, got {clamp}")
-        return -float(clamp), float(clamp)
     if isinstance(clamp, torch.Tensor) and clamp.dim() == 0:  # a 0-d tensor is a number (it failed to unpack)
-        return _clamp_bounds(clamp.item())
+        clamp = clamp.item()
+    if isinstance(clamp, Real):
+        if not 0 <= clamp < math.inf:  # NaN fails this too
+            raise ValueError(f"clamp must be a finite number >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, "
+                             f"got {clamp}")
+        return -float(clamp), float(clamp)
     try:
         lo, hi = clamp
-        return (None if lo is None else float(lo)), (None if hi is None else float(hi))
+        lo, hi = (None if lo is None else float(lo)), (None if hi is None else float(hi))
     except (TypeError, ValueError):
         raise TypeError(f"clamp must be a number >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, "
                         f"got {clamp!r}") from None
+    for side, bound in (("min", lo), ("max", hi)):
+        if bound is not None and not -math.inf < bound < math.inf:
+            raise ValueError(f"clamp's {side} must be finite (None for no bound), got {bound}")
+    return lo, hi
 
 
 def langevin_step(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_scale: float = 1.0,
