@@ -731,6 +731,24 @@ def test_conv1d_gn_mish_refuses_zero_input_channels(device):
             D.conv1d_gn_mish(torch.randn(batch, 0, 4, device=device), w, b, gw, gb, 32)
 
 
+def test_conv1d_gn_mish_refuses_zero_length(device):
+    # x of length 0 with padding enough for an output (L_out = 0 + 2 * 5 - 3 + 1 = 8): PyTorch's conv1d (the
+    # reference's, and the op's CPU route) refuses it with its own message ("Only zero batch or zero channel
+    # inputs are supported"), the CUDA direct kernel convolved the zero padding alone, and the Meta kernel
+    # accepted it, so torch.compile traced a call that then failed. Refused by name on every device now;
+    # an empty batch still gives an empty output, as the reference's.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    w = torch.randn(8, 4, 3, device=device)
+    b, gw, gb = (torch.randn(8, device=device) for _ in range(3))
+    x = torch.randn(2, 4, 0, device=device)
+    with pytest.raises(BAD, match="x has length 0"):
+        D.conv1d_gn_mish(x, w, b, gw, gb, 2, 5)
+    with FakeTensorMode() as mode, pytest.raises(BAD, match="x has length 0"):
+        D.conv1d_gn_mish(*(mode.from_tensor(t) for t in (x, w, b, gw, gb)), 2, 5)
+    assert D.conv1d_gn_mish(x[:0], w, b, gw, gb, 2, 5).shape == (0, 8, 8)
+
+
 # ---------------------------------------------------------------- property-based: random shapes, strides, dtypes
 
 from hypothesis import assume, given, settings, strategies as st  # noqa: E402

@@ -336,6 +336,10 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
   }
   TORCH_CHECK_VALUE(x.sym_size(2) + 2 * pad - kernel + 1 >= 1, "x has length ", std::to_string(x.size(2)),
                     ", too short for K = ", std::to_string(weight.size(2)), " with padding ", std::to_string(pad));
+  // Length 0 with padding enough for an output: PyTorch's conv1d (the reference's, the CPU route's) refuses
+  // it unless the batch is empty, where the direct CUDA kernel convolved the padding alone and Meta accepted.
+  TORCH_CHECK_VALUE(x.sym_size(2) >= 1 || x.sym_size(0) == 0, "x has length 0 (shape ", jk::shape(x.sizes()),
+                    "): conv1d_gn_mish needs at least one input position per row");
   return pad;
 }
 
