@@ -387,6 +387,29 @@ def test_torch_compile_fullgraph():
     assert_close(compiled, expected, torch.float32)
 
 
+def test_compiled_step_with_int_timesteps_compiles_twice():
+    """A compiled step called with Python int timesteps, one per step of a denoising loop: as torch.tensor(t)
+    in plain PyTorch, a second value makes t symbolic and that graph serves every later t. _as_timestep's
+    operator.index pinned each value (a guard t == 49, then t == 48, ...), so every step compiled again, and
+    at the ninth timestep torch.compile(fullgraph=True) raised FailOnRecompileLimitHit."""
+    from torch._dynamo.utils import counters
+
+    sched = D.ddpm_schedule(50)
+
+    def step(x, t, t_prev):
+        return D.ddpm_step(x * 0.1, t, x, sched, torch.zeros_like(x)) + D.ddim_step(x, t, t_prev, x, sched)
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(step, fullgraph=True)
+    x = torch.randn(3, 4)
+    for t in range(49, 30, -1):
+        assert_close(compiled(x, t, t - 2), step(x, t, t - 2), torch.float32)
+    assert counters["stats"]["unique_graphs"] <= 2
+    with pytest.raises(ValueError, match="t must be in"):  # still range-checked on the host
+        compiled(x, 50, 3)
+
+
 @pytest.mark.parametrize("per_row", [True, False], ids=["t_per_row", "t_scalar"])
 def test_steps_dynamic_batch_compile_once_and_export(device, per_row):
     # The batch B of model_output / sample (and noise, and t given per row) varies; t may be one scalar.

@@ -40,7 +40,9 @@ def _as_timestep(t, name: str) -> torch.Tensor:
     else but a tensor is refused by name (a float was truncated, None and lists raised int()'s error)."""
     if isinstance(t, torch.Tensor):
         return t
-    try:
+    if isinstance(t, (int, torch.SymInt)):  # not operator.index: under torch.compile it pinned each value of a
+        return torch.tensor(t, dtype=torch.int64)  # varying t (a graph per timestep; past 8, an error or eager)
+    try:  # other integers (numpy's)
         return torch.tensor(operator.index(t), dtype=torch.int64)
     except TypeError:
         raise TypeError(f"{name} must be an int or an integer tensor, got {type(t).__name__} {t!r}") from None
