@@ -80,3 +80,23 @@ def test_autocast_under_torch_compile(device):
             return diffusion.ddpm_step(m, 7, x, sched, z)
 
     torch.testing.assert_close(torch.compile(step, fullgraph=True)(m, x, z), diffusion.ddpm_step(m.float(), 7, x, sched, z))
+
+
+def test_matrix_inverse_root_is_not_lowered_under_autocast(device):
+    """A float32 A keeps float32 under autocast, as every op of ours given one dtype, on every route. The eigh
+    routes (fallback="always"; on the CPU "auto" for one matrix of n >= 64; "auto"'s recomputation of the
+    matrices that did not converge) are PyTorch ops in ops.py, whose matrix products autocast ran in
+    bfloat16: a bfloat16 root, ~2e-3 off, where the Newton route gave float32 (so the dtype depended on n)."""
+    linalg = loader.load("linalg")
+    q = torch.randn(80, 80, device=device)
+    A = q @ q.T / 80 + torch.eye(80, device=device)
+    Q = torch.linalg.qr(torch.randn(6, 6, device=device))[0]
+    slow = Q @ torch.diag(torch.logspace(0, -4, 6, device=device)) @ Q.T  # max_cond=10 leaves it unconverged: recomputed
+    cases = [(A, {"fallback": "always"}), (A, {"fallback": "auto"}), (slow, {"max_cond": 10.0}),
+             (slow.expand(2, 6, 6), {"max_cond": 10.0})]
+    for matrix, options in cases:
+        expected = linalg.matrix_inverse_root(matrix, 2, 1e-6, **options)
+        with torch.autocast(device, dtype=LOW):
+            got = linalg.matrix_inverse_root(matrix, 2, 1e-6, **options)
+        assert got.dtype == torch.float32, options
+        torch.testing.assert_close(got, expected, msg=str(options))

@@ -5,6 +5,7 @@ Ops (CPU and CUDA): matrix_inverse_root (float32, float64), kron and per_sample_
 (float32, float64, float16, bfloat16; products of half types are formed in float32).
 Python helpers: per_sample_grads, memory_info, Shampoo.
 """
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -61,7 +62,9 @@ def _eigh_inverse_root(A: torch.Tensor, p: int, eps: float) -> torch.Tensor:
     # Checked per matrix on the device (no host sync, no data-dependent branch for torch.func).
     finite = S.isfinite().all(-1, keepdim=True).all(-2, keepdim=True)
     L, V = torch.linalg.eigh(torch.where(finite, S, torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)))
-    X = (V * (L.clamp_min(0) + eps).pow(-1.0 / p).unsqueeze(-2)) @ V.mT
+    # In A's dtype, as the op's route, also under autocast (which ran this product in bfloat16; meta has none)
+    with torch.autocast(A.device.type, enabled=False) if A.device.type != "meta" else contextlib.nullcontext():
+        X = (V * (L.clamp_min(0) + eps).pow(-1.0 / p).unsqueeze(-2)) @ V.mT
     return torch.where(finite, X, float("nan"))
 
 
