@@ -688,6 +688,8 @@ _F32_MAX, _F16_MAX = torch.finfo(torch.float32).max, torch.finfo(torch.float16).
     [math.nan, math.inf, math.nan, -math.inf],       # NaN ranks after +inf, whatever the direction
     [math.nan, math.inf, math.nan, math.inf],
     [math.inf, _F16_MAX, math.nan, -_F16_MAX, -math.inf],  # float16's largest finite score is within reach
+    [math.nan, math.nan, math.nan],                   # no score: row 0, as the sort
+    [3.0, 1.0, 2.0, 1.0, 3.0, 1.0],                   # ties go to the lower row, either direction
 ])
 @pytest.mark.parametrize("score_dtype", [torch.float32, torch.float16])
 def test_cem_minimize_best_is_cem_update_s_pick_with_infinite_scores(scores, maximize, score_dtype):

@@ -87,6 +87,15 @@ def _ranked(scores: torch.Tensor, maximize: bool) -> torch.Tensor:
     return torch.sort(-scores if maximize else scores, stable=True).indices
 
 
+def _best_row(scores: torch.Tensor, maximize: bool) -> torch.Tensor:
+    """_ranked(scores, maximize)[:1] in O(n): the first row equal to the best non-NaN key (NaN equals nothing, so
+    a +inf row goes before a NaN one; with every key NaN, no row matches and argmax gives row 0, as the sort).
+    The sort cost cem_minimize 68 us per iteration at n = 65536 on an H200 (251 -> 319 us; session 43)."""
+    key = -scores if maximize else scores
+    best = torch.where(key.isnan(), math.inf, key).amin()
+    return (key == best).to(torch.uint8).argmax().view(1)  # argmax: the first of equal maxima
+
+
 def _check_population(n_samples: int, n_elite: int, n_iters: int, world: int = 1) -> None:
     """Before fn is first called: n_samples=0 failed in argmin, and n_elite > n_samples after a whole fn call."""
     if n_iters < 1:
@@ -156,7 +165,7 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
         _check_scores(scores, n_samples)
         if history is None:  # the scores' dtype, as best_value's and distributed_cem_minimize's (was float32)
             history = torch.empty(n_iters, dtype=scores.dtype, device=scores.device)
-        i = _ranked(scores, maximize)[:1]
+        i = _best_row(scores, maximize)
         value = scores.index_select(0, i).squeeze(0)
         x = samples.index_select(0, i).squeeze(0)
         best_value, best_x = _keep_best(best_value, best_x, value, x, maximize)
