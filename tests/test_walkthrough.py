@@ -19,7 +19,8 @@ def _readme_block(after: str, language: str) -> str:
 def test_readme_adding_a_family_builds_as_written(tmp_path):
     """'Adding a family' copied verbatim into a kernels folder must build, load and run. Its myfam.cpp
     once included cuda_host.h and registered a CUDA kernel outside `#ifdef JK_WITH_CUDA`, used Scale
-    without myfam.h and at::empty_symint / AT_DISPATCH without their headers: no build could pass."""
+    without myfam.h and at::empty_symint / AT_DISPATCH without their headers: no build could pass. Its check let
+    float16 through to AT_DISPATCH_FLOATING_TYPES, whose error named no argument ("scale" not implemented for 'Half')."""
     family = tmp_path / "kernels" / "myfam"
     family.mkdir(parents=True)
     (family / "myfam.h").write_text(_readme_block("`myfam.h` (see", "cpp"))
@@ -35,6 +36,11 @@ y = f.scale(x, 2.5)
 torch.testing.assert_close(y, x.detach() * 2.5)
 y.sum().backward()
 torch.testing.assert_close(x.grad, torch.full_like(x, 2.5))
+try:  # its docstring says float32/float64: a float16 x is refused by a check that names x, not by AT_DISPATCH
+    f.scale(torch.ones(2, dtype=torch.float16, device=device), 2.0)
+    raise SystemExit("float16 passed")
+except ValueError as e:
+    assert str(e).startswith("x must be float32 or float64"), e
 print("ok")
 """
     env = os.environ | {"PYTHONPATH": str(REPO), "JITKERNELS_ROOT": str(family.parent),
