@@ -841,13 +841,19 @@ def load(name: str, root: str | os.PathLike | None = None) -> Family:
         return family
 
 
-def prebuild(names: list[str] | None = None, root: str | os.PathLike | None = None) -> None:
-    """Build the families (all by default) that the cache lacks, several at once where the machine has
-    the cores (one process each), so a first run waits for the slowest family, not for the sum. Raises
-    nothing: a family that failed to build raises its BuildError when it is loaded."""
+def prebuild(names: str | list[str] | None = None, root: str | os.PathLike | None = None) -> None:
+    """Build the families (all by default; a name or a list of names) that the cache lacks, several at once
+    where the machine has the cores (one process each), so a first run waits for the slowest family, not
+    for the sum. A name that is no family raises ValueError; a build failure raises nothing here: that
+    family raises its BuildError when it is loaded."""
     import loader_build
 
-    loader_build.build_at_once(list(names) if names is not None else families(root), kernels_root(root))
+    if isinstance(names, str):  # prebuild("fused") was list("fused"): five letters, none a family, nothing built
+        names = [names]
+    base = kernels_root(root)
+    for name in names or []:
+        _Spec(name, base)  # a name that is no family raises here (build_at_once skips it, for load to say so)
+    loader_build.build_at_once(list(names) if names is not None else families(root), base)
 
 
 def reload(name: str, root: str | os.PathLike | None = None) -> Family:

@@ -467,7 +467,10 @@ def test_prebuild_builds_missing_families_side_by_side_in_child_processes(tmp_pa
     assert all(spec.cached_build_complete() for spec in specs)
     assert not {spec.namespace for spec in specs} & loader._loaded_namespaces  # built elsewhere
     loader.prebuild(["first", "second"], root=root)  # both cached: nothing to do
+    loader.prebuild("first", root=root)  # one name: was list("first"), five letters that are no family
     assert capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="no kernel family 'frist'"):  # a typo was skipped in silence
+        loader.prebuild(["second", "frist"], root=root)
     with pytest.raises(loader.BuildError, match="broken.cpp:1"):
         loader.load("broken", root)
 
