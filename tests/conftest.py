@@ -9,6 +9,47 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 # sees each tensor's true bounds): tests capture graphs only where they work.
 GRAPHS_WORK = os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") != "1"
 needs_graphs = pytest.mark.skipif(not GRAPHS_WORK, reason="CUDA graphs need the caching allocator")
+# Ops on a second GPU while the current device is the first (cuda_host.h's DeviceSwitch, the per-device caches
+# of cuda_launch.cuh and the launchers, the default generator of the tensor's device).
+needs_two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+
+
+def on_two_gpus(fn, *args, seed=0):
+    """(fn on cuda:0, fn on cuda:1), both on the CPU, for args given on the CPU (tensors are moved; other args
+    pass as they are). The cuda:1 call runs while the current device is 0 and cuda:1's current stream is a side
+    stream that has just (re)written the arguments behind a ~50 ms sleep, so a kernel launched on another
+    stream or device reads the stale contents (NaN, or -1 for integer tensors) or fails. Before each call
+    torch.manual_seed(seed); before the cuda:1 call cuda:0's default generator is also moved on, so an op that
+    drew from it instead of cuda:1's draws other numbers."""
+    def place(device):
+        return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+
+    def to_cpu(out):
+        return tuple(o.cpu() if isinstance(o, torch.Tensor) else o for o in out) if isinstance(out, tuple) \
+            else out.cpu()
+
+    torch.manual_seed(seed)
+    want = to_cpu(fn(*place("cuda:0")))
+    second = torch.device("cuda:1")
+    real = place(second)
+    stale = [torch.full_like(a, float("nan") if a.is_floating_point() else -1) if isinstance(a, torch.Tensor) else a
+             for a in real]
+    side = torch.cuda.Stream(device=second)
+    side.wait_stream(torch.cuda.current_stream(second))
+    torch.manual_seed(seed)
+    torch.randn(16, device="cuda:0")  # cuda:0's generator moves on; cuda:1's stays at the seed
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)
+        for s, r in zip(stale, real):
+            if isinstance(s, torch.Tensor):
+                s.copy_(r)
+        with torch.cuda.device(0):
+            got = fn(*stale)
+            assert torch.cuda.current_device() == 0, "the op left another device current"
+    torch.cuda.synchronize(second)
+    got_device = got[0].device if isinstance(got, tuple) else got.device
+    assert got_device == second, f"the result is on {got_device}, not on the inputs' device"
+    return want, to_cpu(got)
 
 # Tolerances for comparing against reference.py (atol, rtol) by dtype.
 TOLERANCES = {

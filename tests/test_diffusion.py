@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import loader
-from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, GRAPHS_WORK
+from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, needs_two_gpus, on_two_gpus, GRAPHS_WORK
 
 D = loader.load("diffusion")
 R = D.reference
@@ -207,6 +207,38 @@ def test_step_noise_and_rows_on_cuda(shape):
     zero = torch.zeros_like(x)
     drawn = (per_row - D.ddpm_step(m, same, x, sched, zero)) / sched[40, 7]
     assert abs(drawn.mean().item()) < 5 / drawn.numel() ** 0.5 and abs(drawn.std().item() - 1) < 0.05
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_step_noise_and_rows_on_cuda_other_item_shapes(dtype):
+    """test_step_noise_and_rows_on_cuda runs float32 only (items of 4 elements, one 16-byte vector). float64
+    items are 4 elements in two vectors, 16-bit ones 8 elements and two Philox calls: per-row timesteps over
+    rows shorter than an item, rows of a multiple of it, grid-stride; and the drawn noise of element i is the
+    same on the vector path and on the element-wise one (inputs 2 or 8 bytes past 16-byte alignment)."""
+    sched = D.ddpm_schedule(100, device="cuda")
+    for shape in [(1000, 3, 1), (5, 1, 12), (3, 7, 4000), (2, 4, 1028), (300, 16, 2048)]:
+        m, x, z = step_inputs(shape, dtype, "cuda")
+        t = torch.randint(1, 100, (shape[0],), device="cuda")
+        assert_close(D.ddpm_step(m, t, x, sched, z), R.ddpm_step(m, t, x, sched, z), dtype)
+        tp = (t - 7).clamp(min=-1)
+        assert_close(D.ddim_step(m, t, tp, x, sched, 0.5, z), R.ddim_step(m, t, tp, x, sched, 0.5, z), dtype)
+        n = m.numel()
+        m_off, x_off = (torch.empty(n + 1, dtype=dtype, device="cuda")[1:].view(shape).copy_(a) for a in (m, x))
+        same = torch.full((shape[0],), 40, device="cuda")
+        for step in (lambda m, x: D.ddpm_step(m, same, x, sched), lambda m, x: D.ddim_step(m, same, same - 9, x,
+                                                                                             sched, 1.0)):
+            torch.manual_seed(3)
+            aligned = step(m, x)
+            torch.manual_seed(3)
+            assert_close(step(m_off, x_off), aligned, dtype)
+        torch.manual_seed(3)
+        drawn = (D.ddpm_step(m, same, x, sched).double() - D.ddpm_step(m, same, x, sched, torch.zeros_like(x)).double())
+        drawn = drawn / sched[40, 7]
+        if drawn.numel() >= 1000:  # 5 standard errors, plus room for the 16-bit rounding of both results
+            count = drawn.numel()
+            assert abs(drawn.mean().item()) < 5 / count ** 0.5 + 0.01
+            assert abs(drawn.std().item() - 1) < 5 * (0.5 / count) ** 0.5 + 0.02
 
 
 def test_no_noise_at_t0_and_per_row(device):
@@ -661,6 +693,36 @@ print("|".join(e.name for e in prof.events() if e.device_type == torch.autograd.
         assert "diffusion::gn_mish" in kernels, f"clusters of 16 ran although turned off: {kernels}"
     else:
         assert "diffusion::gn_mish" not in kernels, f"GroupNorm ran as a second launch: {kernels}"
+
+
+@needs_cuda
+@needs_two_gpus
+def test_cuda_second_device_while_current_is_0():
+    # tensors on cuda:1, the current device 0, cuda:1's current stream a side stream (conftest.on_two_gpus):
+    # the steps (vector and scalar paths, per-row timesteps read on cuda:1, noise drawn from cuda:1's default
+    # generator) and conv1d_gn_mish (clusters of 16 blocks, whose support is asked per device, of 3 blocks,
+    # the unfused direct kernel, cuDNN) give on cuda:1 what they give on cuda:0
+    sched = D.ddpm_schedule(100)
+    for shape in [(4, 16, 64), (3, 5, 7)]:
+        for dtype in (torch.float32, torch.float16):
+            m, x, z = step_inputs(shape, dtype, "cpu")
+            t = torch.tensor([0, 99, 7, 40][: shape[0]])
+            cases = [
+                (lambda m, t, x, s: D.ddpm_step(m, t, x, s), (m, t, x, sched)),
+                (lambda m, x, s: D.ddpm_step(m, 40, x, s), (m, x, sched)),
+                (lambda m, t, x, s, z: D.ddpm_step(m, t, x, s, z, "v_prediction"), (m, t, x, sched, z)),
+                (lambda m, t, x, s: D.ddim_step(m, t, (t - 5).clamp(min=-1), x, s, 0.5), (m, t, x, sched)),
+                (lambda m, t, x, s, z: D.ddim_step(m, t, (t - 5).clamp(min=-1), x, s, 1.0, z), (m, t, x, sched, z)),
+            ]
+            for i, (fn, args) in enumerate(cases):
+                want, got = on_two_gpus(fn, *args)
+                assert torch.equal(got, want), f"{shape} {dtype} case {i}"
+    for shape in [(1, 256, 256, 16, 5, 8), (1, 37, 12, 7, 3, 3), (1, 16, 2048, 4, 5, 1), (16, 8, 16, 16, 3, 8)]:
+        B, cin, cout, L, K, G = shape
+        args = _conv_inputs(B, cin, cout, L, K, torch.float32, "cpu")
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            want, got = on_two_gpus(lambda *a: D.conv1d_gn_mish(*a, G), *args)
+        assert_close(got, want, torch.float32)
 
 
 def test_conv1d_gn_mish_options(device):

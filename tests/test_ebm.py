@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs
+from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, needs_two_gpus, on_two_gpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -708,6 +708,69 @@ def test_cuda_row_tiles_many_blocks_and_tails(dtype, D):
         args64 = (x.double(), mean.double(), precision.double())
         assert_close_scaled(ebm.gaussian_energy(x, mean, precision), ref.gaussian_energy(*args64), dtype)
         assert_close_scaled(ebm.gaussian_score(x, mean, precision), ref.gaussian_score(*args64), dtype)
+
+
+@needs_cuda
+@pytest.mark.parametrize("D", [4, 8, 16])
+def test_cuda_float64_row_tiles_many_blocks_and_tails(D):
+    # float64 rows of 2, 4 and 8 16-byte vectors (V = 2) take the tile kernels too: gaussian_tile_kernel with
+    # G = 2 (K = 2 rows per lane group), 4 and 8 (scores transposed through shared memory), local_tile_kernel
+    # likewise (polynomial scores with two tiles in flight). test_cuda_row_tiles_many_blocks_and_tails runs
+    # float32 and the 16-bit types only, and the other tests' float64 rows (D = 1, 2, 3, 37, 64, 100; D = 16
+    # at 67 rows) never reach G = 2 or 4. A copy 8 bytes past 16-byte alignment takes the lane-group kernels.
+    torch.manual_seed(D)
+    dtype = torch.float64
+    mean, precision = torch.randn(D, dtype=dtype, device="cuda"), spd(D, dtype, "cuda")
+    for B in [1, 300, 2 ** 15 + 37]:
+        x = torch.randn(B, D, dtype=dtype, device="cuda")
+        misaligned = torch.empty(B * D + 1, dtype=dtype, device="cuda")[1:].view(B, D).copy_(x)
+        for rows in (x, misaligned):
+            for model in LOCAL:
+                params = PARAMS[model]
+                assert_close_scaled(ebm.energy(rows, model, **params), ref.ENERGIES[model](x, **params), dtype)
+                assert_close_scaled(ebm.score(rows, model, **params), ref.SCORES[model](x, **params), dtype)
+            assert_close_scaled(ebm.gaussian_energy(rows, mean, precision), ref.gaussian_energy(x, mean, precision),
+                                dtype)
+            assert_close_scaled(ebm.gaussian_score(rows, mean, precision), ref.gaussian_score(x, mean, precision),
+                                dtype)
+
+
+@needs_cuda
+@needs_two_gpus
+def test_cuda_second_device_while_current_is_0():
+    # tensors on cuda:1, the current device 0, cuda:1's current stream a side stream (conftest.on_two_gpus):
+    # every kernel family of ebm (tensor-core Gaussian at D = 16, lane groups, tiles, the one-launch chains and
+    # the stepwise ones past their widths) gives on cuda:1 what it gives on cuda:0, with cuda:1's generators
+    mean16, p16 = torch.randn(16), spd(16, torch.float32)
+    x16, x5, x100 = torch.randn(3000, 16), torch.randn(3000, 5), torch.randn(500, 100)
+    cases = [
+        (lambda x, m, p: ebm.gaussian_energy(x, m, p), (x16, mean16, p16)),
+        (lambda x, m, p: ebm.gaussian_score(x, m, p), (x16, mean16, p16)),
+        (lambda x, m, p: ebm.gaussian_score(x, m, p), (x5, mean16[:5], p16[:5, :5])),
+        (lambda x: ebm.score(x, "rosenbrock", **PARAMS["rosenbrock"]), (x16,)),
+        (lambda x: ebm.energy(x, "ackley", **PARAMS["ackley"]), (x5.double(),)),
+        (lambda x: ebm.score(x, "rastrigin", **PARAMS["rastrigin"]), (x16.half(),)),
+        (lambda x, g: ebm.langevin_step(x, g, 0.01), (x16, x16.flip(0))),
+        (lambda x, g: ebm.langevin_step(x, g, 0.01, generator=torch.Generator(x.device).manual_seed(5)),
+         (x5.double(), x5.double())),
+        (lambda x, m, p: ebm.langevin_chain(x, "gaussian", 5, 0.05, thin=2, mean=m, precision=p), (x16, mean16, p16)),
+        (lambda x: ebm.langevin_chain(x, "double_well", 5, 0.05, **PARAMS["double_well"]), (x5.double(),)),
+        (lambda x: ebm.langevin_chain(x, "harmonic", 3, 0.05, **PARAMS["harmonic"]), (x100,)),  # stepwise
+        (lambda x, m, p: ebm.hmc_chain(x, "gaussian", 3, 0.1, 3, mean=m, precision=p), (x16, mean16, p16)),
+        (lambda x: ebm.hmc_chain(x, "harmonic", 3, 0.1, 3, **PARAMS["harmonic"]), (x5.double(),)),
+        (lambda x: ebm.hmc_chain(x, "harmonic", 2, 0.1, 2, **PARAMS["harmonic"]), (x100,)),  # stepwise
+    ]
+    for i, (fn, args) in enumerate(cases):
+        want, got = on_two_gpus(fn, *args)
+        for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            assert torch.equal(g, w), f"case {i}"
+
+    def in_place(x, g):
+        ebm.langevin_step_(x, g, 0.01)
+        return x
+
+    want, got = on_two_gpus(in_place, x16, x16.flip(0))
+    assert torch.equal(got, want)
 
 
 @needs_cuda

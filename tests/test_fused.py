@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import loader
-from conftest import TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, rerun_tests
+from conftest import TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, needs_two_gpus, on_two_gpus, rerun_tests
 
 fused = loader.load("fused")
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -198,6 +198,21 @@ def test_runs_on_current_device_and_stream():
         out = fused.relu_add(x, y)
     stream.synchronize()
     torch.testing.assert_close(out, torch.relu(x) + y)
+
+
+@needs_cuda
+@needs_two_gpus
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_second_device_while_current_is_0(dtype):
+    # tensors on cuda:1, the current device 0, cuda:1's current stream a side stream (conftest.on_two_gpus);
+    # sizes for the vector path with a tail, and a misaligned (scalar) input
+    for shape in [(1000, 33), (7,)]:
+        x, y = _inputs(shape, dtype, "cpu")
+        want, got = on_two_gpus(lambda a, b: fused.relu_add(a, b, 0.5), x, y)
+        assert torch.equal(got, want)
+    x = torch.randn(1001, dtype=dtype)
+    want, got = on_two_gpus(lambda a, b: fused.relu_add(a[1:], b, 0.5), x, torch.randn(1000, dtype=dtype))
+    assert torch.equal(got, want)
 
 
 BAD_INPUTS = [

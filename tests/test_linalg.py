@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import loader
-from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs
+from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, needs_two_gpus, on_two_gpus
 
 linalg = loader.load("linalg")
 ref = linalg.reference
@@ -807,6 +807,35 @@ def test_kron_kernel_paths(device, dtype, shapes):
     # Each element is one product rounded once, as torch rounds it: exact match.
     expected = ref.kron(A.double(), B.double()).to(dtype)
     torch.testing.assert_close(linalg.kron(A, B), expected, atol=0, rtol=0)
+
+
+@needs_cuda
+@needs_two_gpus
+def test_cuda_second_device_while_current_is_0():
+    # tensors on cuda:1, the current device 0, cuda:1's current stream a side stream (conftest.on_two_gpus):
+    # matrix_inverse_root's small-matrix kernel (float64 n = 64 opts in to more than 48 KB of shared memory, a
+    # setting of the current device's), its general route (bfloat16 pieces, the diagonal finish) and kron's
+    # kernels give on cuda:1 what they give on cuda:0
+    def root(A):
+        return linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never", return_residual=True)
+
+    for n, batch, dtype in [(64, (3,), torch.float64), (20, (5,), torch.float32), (100, (2,), torch.float32),
+                            (70, (), torch.float64)]:
+        A = random_spd(n, 1e3, batch=batch, dtype=dtype)
+        want, got = on_two_gpus(root, A)
+        for w, g in zip(want, got):
+            torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-9)
+    diagonal = torch.diag_embed(torch.rand(2, 70, dtype=torch.float64) + 0.5)  # general route, diagonal finish
+    want, got = on_two_gpus(root, diagonal)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    for A, B in [(torch.randn(3, 7, 5), torch.randn(3, 4, 9)), (torch.randn(50, 50), torch.randn(20, 20)),
+                 (torch.randn(4, 6).half(), torch.randn(5, 3).half())]:
+        want, got = on_two_gpus(linalg.kron, A, B)
+        assert torch.equal(got, want)
+    x, g = torch.randn(64, 33), torch.randn(64, 17)
+    want, got = on_two_gpus(lambda x, g: linalg.per_sample_grad_linear(x, g), x, g)
+    for w, gg in zip(want, got):
+        assert torch.equal(gg, w)
 
 
 @needs_cuda

@@ -4,7 +4,7 @@ import re
 
 import pytest
 import torch
-from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs
+from conftest import DEVICES, TOLERANCES, check_dynamic_batch, needs_cuda, needs_graphs, needs_two_gpus, on_two_gpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -533,6 +533,68 @@ def test_cuda_cem_update_is_deterministic():
     for _ in range(3):
         again = fam.cem_update(samples, scores, 6554, mean, std, 0.1, 0.01)
         assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_cuda_normal_draws_do_not_depend_on_d_or_alignment(dtype):
+    """Element i of the flattened (n, d) output takes lane i % kPer of Philox call i / kPer whatever d is, so
+    with every column's mean and std known, normal(mean, std, n) is mean + std * z for z the draws of
+    normal(0, 1, n * d) with d = 1 (both right after the same seed). The kernel's stride is a multiple of d's
+    period (d / gcd(d, kPer) calls) and each thread keeps its columns' mean and std in registers: large
+    prime d make a period longer than one wave of resident threads (stride = the period, or a multiple), and
+    an out 2 or 4 bytes past 16-byte alignment takes the element-wise path. A column or counter mix-up moves
+    elements by O(1)."""
+    eps = torch.finfo(dtype).eps
+    for d, n in [(3, 50_001), (16, 9_999), (1_000, 301), (100_003, 12), (400_009, 3)]:
+        col = torch.arange(d, device="cuda")
+        mean = ((col % 7) - 3).float()
+        std = 0.5 + 0.25 * (col % 5).float()
+        torch.manual_seed(21)
+        z = fam.normal(torch.zeros(1, device="cuda"), torch.ones(1, device="cuda"), n * d, dtype=dtype)
+        want = mean.double() + std.double() * z.double().view(n, d)
+        # the draw itself and the result are each rounded once to the dtype (16-bit outputs: z too)
+        bound = 2 * eps * (mean.double().abs() + 2 * std.double() * z.double().view(n, d).abs()) + 1e-12
+        torch.manual_seed(21)
+        aligned = fam.normal(mean, std, n, dtype=dtype)
+        buf = torch.full((n * d + 1,), float("nan"), dtype=dtype, device="cuda")
+        misaligned = buf[1:].view(n, d)
+        torch.manual_seed(21)
+        fam.normal(mean, std, n, out=misaligned)
+        for name, got in (("aligned", aligned), ("misaligned out", misaligned)):
+            error = (got.double() - want).abs()
+            worst = (error - bound).flatten().argmax().item()
+            assert (error <= bound).all(), (f"d={d} n={n} {name}: element {worst} (row {worst // d}, column "
+                                            f"{worst % d}) is {got.flatten()[worst].item()}, want "
+                                            f"{want.flatten()[worst].item()}")
+
+
+@needs_cuda
+@needs_two_gpus
+def test_cuda_second_device_while_current_is_0():
+    # tensors on cuda:1, the current device 0, cuda:1's current stream a side stream (conftest.on_two_gpus):
+    # the draws come from cuda:1's generators (default and given), the kernels run on cuda:1's stream
+    d = 37
+    mean, std = torch.randn(d), torch.rand(d) + 0.1
+    for dtype in (torch.float32, torch.bfloat16):
+        want, got = on_two_gpus(lambda m, s: fam.normal(m, s, 5000, dtype=dtype), mean, std)
+        assert torch.equal(got, want)
+        want, got = on_two_gpus(
+            lambda m, s: fam.normal(m, s, 5000, dtype=dtype, generator=torch.Generator(m.device).manual_seed(4)),
+            mean, std)
+        assert torch.equal(got, want)
+        def into_misaligned(m, s, buf):
+            fam.normal(m, s, 5000, out=buf[1:].view(5000, d))
+            return buf
+
+        want, got = on_two_gpus(into_misaligned, mean, std, torch.zeros(5000 * d + 1, dtype=dtype))
+        assert torch.equal(got, want)
+    samples, scores = torch.randn(70_000, 50), torch.randn(70_000)
+    for score_dtype in (torch.float32, torch.float64):
+        want, got = on_two_gpus(lambda x, sc, m, s: fam.cem_update(x, sc, 7001, m, s, 0.1, 0.01),
+                                samples, scores.to(score_dtype), samples[0], samples[1].abs())
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
