@@ -755,7 +755,7 @@ _F32_MAX, _F16_MAX = torch.finfo(torch.float32).max, torch.finfo(torch.float16).
     [math.nan, math.nan, math.nan],                   # no score: row 0, as the sort
     [3.0, 1.0, 2.0, 1.0, 3.0, 1.0],                   # ties go to the lower row, either direction
 ])
-@pytest.mark.parametrize("score_dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("score_dtype", [torch.float32, torch.float16, torch.float64])
 def test_cem_minimize_best_is_cem_update_s_pick_with_infinite_scores(scores, maximize, score_dtype):
     """The best sample cem_minimize reports is the one cem_update ranks first (n_elite=1: its mean): torch.nan_to_num
     had turned +-inf into +-finfo.max, so an infinite score tied with the largest finite one, the first row won,
