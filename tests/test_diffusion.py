@@ -917,6 +917,21 @@ def test_an_empty_batch_still_checks_a_scalar_timestep():
     assert D.ddpm_step(empty, torch.zeros(0, dtype=torch.long), empty, sched).shape == (0, 4)
 
 
+
+def test_an_empty_batch_checks_ddim_scalar_timesteps_beside_per_row_ones():
+    """A scalar t (or t_prev) of an empty batch is host-readable and checked even when the other timestep
+    is per-row (empty): until session 44, ddim_step(empty, 500, torch.empty(0, long), ...) with T = 50
+    returned an empty tensor instead of raising, as did an empty t with t_prev = -5."""
+    sched = D.ddpm_schedule(50)
+    empty, no_rows = torch.randn(0, 4), torch.zeros(0, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"\bt must be in \[0, 50\)"):
+        D.ddim_step(empty, 500, no_rows, empty, sched)
+    with pytest.raises(ValueError, match=r"\bt_prev must be in \[-1, T - 1\)"):
+        D.ddim_step(empty, no_rows, -5, empty, sched)
+    assert D.ddim_step(empty, 10, no_rows, empty, sched).shape == (0, 4)
+    assert D.ddim_step(empty, no_rows, -1, empty, sched).shape == (0, 4)
+    assert D.ddim_step(empty, no_rows, no_rows, empty, sched).shape == (0, 4)
+
 @pytest.mark.parametrize("bad", [None, 1.7, [1, 2]])
 def test_a_timestep_that_is_not_an_integer_is_refused_by_name(bad):
     sched, x = D.ddpm_schedule(50), torch.randn(2, 4)

@@ -152,17 +152,19 @@ void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch) 
 }
 
 void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tensor& t_prev, int64_t batch) {
-  if (t.numel() == 0 || t_prev.numel() == 0) return;  // as in check_ddpm_times
-  const int64_t rows = fn.per_row() ? batch : 1;
+  // As in check_ddpm_times: an empty batch's per-row timesteps hold nothing to check, a scalar one beside
+  // them is checked (one row, read only from the scalar).
+  const bool t_read = t.is_cpu() && t.numel() > 0, prev_read = t_prev.is_cpu() && t_prev.numel() > 0;
+  const int64_t rows = fn.per_row() && batch > 0 ? batch : 1;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t v = t.is_cpu() ? fn.t.at(r) : -1;
-    if (t.is_cpu()) {
+    const int64_t v = t_read ? fn.t.at(r) : -1;
+    if (t_read) {
       TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", std::to_string(fn.num_timesteps),
                         ") (the schedule's T), got ", std::to_string(v), row_suffix(rows, r));
     }
-    if (!t_prev.is_cpu()) continue;
+    if (!prev_read) continue;
     const int64_t p = fn.t_prev.at(r);
-    if (t.is_cpu()) {
+    if (t_read) {
       TORCH_CHECK_VALUE(p >= -1 && p < v, "t_prev must be in [-1, t) (-1: the final step), got t_prev = ",
                         std::to_string(p), " with t = ", std::to_string(v), row_suffix(rows, r));
     } else {
