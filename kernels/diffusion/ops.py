@@ -72,8 +72,10 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     float16 or bfloat16 (half types compute in float32). t: int, or an int32/int64 tensor holding a
     scalar or one timestep per batch row, on the sample's device (read there) or a CPU scalar.
     schedule: ddpm_schedule(...) on the sample's device, or rows of one (S[k:], or S[::k] for strided
-    inference): the step goes from row t to row t - 1 of the table given, from its alphas_cumprod
-    column, and row 0 is the final step (alpha_prod_prev = 1, no noise), as diffusers.
+    inference; S[index_tensor] for other spacings), rows in ascending timestep order (a table in
+    diffusers' descending `timesteps` order steps the wrong way, unchecked): the step goes from row t
+    to row t - 1 of the table given, from its alphas_cumprod column, and row 0 is the final step
+    (alpha_prod_prev = 1, no noise), as diffusers.
     prediction_type: "epsilon", "v_prediction" or "sample"; the predicted x0 is clamped to
     +-clip_sample_range when clip_sample. Noise sigma_t*z is added for t > 0, z drawn in the kernel
     unless `noise` is given. Returns a new contiguous tensor. Differentiable in model_output, sample
@@ -96,7 +98,7 @@ def ddim_step(model_output: torch.Tensor, t, t_prev, sample: torch.Tensor, sched
     """One DDIM step x_t -> x_{t_prev}: the numbers of diffusers' DDIMScheduler.step.
 
     Same conventions as ddpm_step; t_prev (int or tensor like t) must be in [-1, t), -1 meaning the
-    final step, whose alpha_cumprod is 1 (set_alpha_to_one) or alphas_cumprod[0]. eta scales the
+    final step, whose alpha_cumprod is 1 (set_alpha_to_one) or row 0's of the table given. eta scales the
     noise (0: deterministic DDIM; noise is only drawn or read when eta > 0). Differentiable as
     ddpm_step.
     Out-of-range t / t_prev on the GPU give NaN rows, as in ddpm_step; on the host they raise.
