@@ -886,3 +886,36 @@ def test_rastrigin_energy_keeps_its_digits_near_the_minimum(device, D):
     # cosine form there lost 3-4e-3, as torch.float32 does (H200, session 43 call 4)
     rtol = 2e-6 if device == "cpu" else 1e-4
     torch.testing.assert_close(ebm.rastrigin_energy(x).double(), expected, rtol=rtol, atol=0)
+
+
+# ---------------------------------------------------------------- float arguments given as tensors
+
+_PARAM_CALLS = [(f"{model}_{kind}", name) for model, params in ebm.MODELS.items() if params
+                for kind in ("energy", "score") for name in params]
+
+
+@pytest.mark.parametrize("op, name", _PARAM_CALLS + [("langevin_step", "step_size"), ("langevin_step", "noise_scale"),
+                                                     ("energy", "k"), ("score", "k")])
+def test_a_float_argument_that_carries_a_derivative_is_refused_by_name(op, name):
+    """The schema reads a tensor given for a float as a number: harmonic_energy(x, k) with k an nn.Parameter left
+    k.grad None (reference.py's formula gives it one), and a forward-mode dual k gave no tangent. Refused, naming
+    the argument; a 0-d tensor that carries no derivative is still a number."""
+    x = torch.randn(6, 4, dtype=torch.float64)
+    value = torch.tensor(0.5, dtype=torch.float64)
+
+    def call(v):
+        if op == "langevin_step":
+            torch.manual_seed(0)  # noise_scale 0.5 draws
+            kwargs = {"step_size": 0.01, "noise_scale": 0.0, name: v}
+            return ebm.langevin_step(x, x, kwargs.pop("step_size"), **kwargs)
+        if op in ("energy", "score"):
+            return getattr(ebm, op)(x, "harmonic", k=v)
+        return getattr(ebm, op)(x, **{name: v})
+
+    torch.testing.assert_close(call(value), call(0.5))
+    with pytest.raises(TypeError, match=rf"\b{name}\b"):
+        call(value.clone().requires_grad_())
+    with torch.no_grad():
+        torch.testing.assert_close(call(value.clone().requires_grad_()), call(0.5))
+    with torch.autograd.forward_ad.dual_level(), pytest.raises(TypeError, match=rf"\b{name}\b"):
+        call(torch.autograd.forward_ad.make_dual(value, torch.ones_like(value)))
