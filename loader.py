@@ -34,7 +34,7 @@ import torch
 
 __all__ = ["BuildError", "Family", "families", "load", "prebuild", "reload", "cache_dir", "info",
            "register_autograd", "register_vmap", "register_drawing_vmap", "register_batch_dim_vmap",
-           "vjp_by_autograd"]
+           "vjp_by_autograd", "check_numbers"]
 
 # Paths are made absolute, not resolved: resolving stats every component (~0.1 ms each time, the warm path
 # took three), and nothing here needs symlinks undone.
@@ -667,6 +667,20 @@ def _apply_function(function, *args):
         torch._C._functorch.set_single_level_autograd_function_allowed(allowed)
 
 
+def check_numbers(**values) -> None:
+    """For an op's Python face: a schema `float` reads a tensor given for it as a plain number, so a tensor
+    that carries a derivative (an nn.Parameter, a forward-mode dual) lost it in silence, with only torch's
+    generic warning (harmonic_energy(x, k) left k.grad None where reference.py's formula gives one). Such a
+    tensor is refused by name; one without a derivative is still a number."""
+    for name, value in values.items():
+        if type(value) in (float, int):  # the usual case, at once: isinstance(value, torch.Tensor) took ~0.6 us
+            continue
+        if isinstance(value, torch.Tensor) and ((value.requires_grad and torch.is_grad_enabled())
+                                                or torch.autograd.forward_ad.unpack_dual(value).tangent is not None):
+            raise TypeError(f"{name} is read as a number (the op is not differentiable in it), but the tensor given "
+                            f"carries a gradient that would be dropped: pass {name}.detach() or a float")
+
+
 def vjp_by_autograd(formula, inputs, needs_input_grad, grad_output):
     """For a backward given to register_autograd: the gradient of <grad_output, formula(*inputs)> for
     each input that needs one (None for the others), by autograd through `formula`, the op written in
@@ -773,6 +787,7 @@ class Family:
                                        "register_vmap": register_vmap, "register_drawing_vmap": register_drawing_vmap,
                                        "register_batch_dim_vmap": register_batch_dim_vmap,
                                        "vjp_by_autograd": vjp_by_autograd,
+                                       "check_numbers": check_numbers,
                                        "load_reference": load_reference},
                                       code_cache=spec.out_dir / OPS_CODE)
         names = list(getattr(ops_module, "__all__", [])) if ops_module else []

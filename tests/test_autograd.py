@@ -564,3 +564,36 @@ def test_in_place_ops_compile(device):
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(x_compiled, x)
     assert torch.isfinite(out_compiled).all() and out_compiled.std() > 0
+
+
+def _float_argument_calls():
+    """(call(value), argument name) for the float arguments of diffusion's and linalg's differentiable ops
+    (ebm's: tests/test_ebm.py)."""
+    x = torch.randn(2, 3, 5, dtype=F64)
+    schedule = diffusion.ddpm_schedule(10)
+    t = torch.tensor(5)
+    w, ones, zeros = torch.randn(4, 3, 3, dtype=F64), torch.ones(4, dtype=F64), torch.zeros(4, dtype=F64)
+    A = torch.eye(3, dtype=F64) + 0.1
+    return [
+        (lambda v: diffusion.ddpm_step(x, t, x, schedule, noise=x, clip_sample_range=v), "clip_sample_range"),
+        (lambda v: diffusion.ddim_step(x, t, 2, x, schedule, eta=v, noise=x), "eta"),
+        (lambda v: diffusion.ddim_step(x, t, 2, x, schedule, clip_sample_range=v), "clip_sample_range"),
+        (lambda v: diffusion.conv1d_gn_mish(x, w, None, ones, zeros, 2, eps=v), "eps"),
+        (lambda v: linalg.matrix_inverse_root(A, 2, v, fallback="never"), "eps"),
+        (lambda v: linalg.matrix_inverse_root(A, 2, v, fallback="always"), "eps"),
+        (lambda v: linalg.matrix_inverse_root(A, 2, 1e-6, max_cond=v), "max_cond"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_float_argument_calls())))
+def test_a_float_argument_that_carries_a_derivative_is_refused_by_name(index):
+    """A schema's float reads a tensor as a number, so ddim_step(..., eta=p) with p an nn.Parameter left p.grad
+    None (reference.py's formula gives it one) and conv1d_gn_mish's and matrix_inverse_root's eps lost theirs
+    (on matrix_inverse_root's eigh route it had one): refused by name, as in ebm (loader.check_numbers)."""
+    call, name = _float_argument_calls()[index]
+    value = torch.tensor(0.5 if name != "max_cond" else 1e4, dtype=F64)
+    torch.testing.assert_close(call(value), call(value.item()))
+    with pytest.raises(TypeError, match=rf"\b{name}\b.*detach"):
+        call(value.clone().requires_grad_())
+    with fwAD.dual_level(), pytest.raises(TypeError, match=rf"\b{name}\b"):
+        call(fwAD.make_dual(value, torch.ones_like(value)))

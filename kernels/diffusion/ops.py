@@ -23,6 +23,7 @@ register_autograd: Callable  # loader.register_autograd, set beside it: torch.li
                              # signature at a fraction of its load time
 vjp_by_autograd: Callable    # loader.vjp_by_autograd: a backward by autograd of a PyTorch formula
 load_reference: Callable     # this family's reference.py, imported on the first call
+check_numbers: Callable      # loader.check_numbers: refuses a float argument given as a tensor with a derivative
 register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
 _ops = getattr(torch.ops, NAMESPACE)
 
@@ -87,6 +88,7 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     the GPU is not read by the host (that would sync): rows whose t is outside [0, T) come back as NaN
     (never clamped, never zeros); the schedule is never read out of bounds.
     """
+    check_numbers(clip_sample_range=clip_sample_range)
     return _ops.ddpm_step(model_output, _as_timestep(t, "t"), sample, schedule, noise, prediction_type, clip_sample,
                           clip_sample_range)
 
@@ -103,6 +105,7 @@ def ddim_step(model_output: torch.Tensor, t, t_prev, sample: torch.Tensor, sched
     ddpm_step.
     Out-of-range t / t_prev on the GPU give NaN rows, as in ddpm_step; on the host they raise.
     """
+    check_numbers(eta=eta, clip_sample_range=clip_sample_range)
     return _ops.ddim_step(model_output, _as_timestep(t, "t"), _as_timestep(t_prev, "t_prev"), sample, schedule, eta, noise,
                           prediction_type, clip_sample, clip_sample_range, set_alpha_to_one, use_clipped_model_output)
 
@@ -221,6 +224,7 @@ def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     Differentiable in x, weight, bias, gn_weight and gn_bias: the backward recomputes the forward
     with PyTorch ops (float32 for half types) and applies the GroupNorm / Mish derivatives.
     """
+    check_numbers(eps=eps)
     return _ops.conv1d_gn_mish(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps)
 
 

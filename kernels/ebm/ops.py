@@ -23,6 +23,7 @@ register_autograd: Callable  # loader.register_autograd, set beside it: torch.li
 register_vmap: Callable      # loader.register_vmap: torch.library.register_vmap's, quicker to load
 register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
 vjp_by_autograd: Callable    # loader.vjp_by_autograd: a backward by autograd of a PyTorch formula
+check_numbers: Callable      # loader.check_numbers: refuses a float argument given as a tensor with a derivative
 load_reference: Callable     # this family's reference.py, imported on the first call
 _ops = getattr(torch.ops, NAMESPACE)
 
@@ -47,19 +48,6 @@ MODELS = {
 
 # ---------------------------------------------------------------- energies and scores
 
-def _check_numbers(**values) -> None:
-    """Float arguments (model parameters, step sizes): the schema reads a tensor given for one as a number, so a
-    tensor that carries a derivative lost it in silence (harmonic_energy(x, k) with k an nn.Parameter left k.grad
-    None, where reference.py's formula gives one; a forward-mode dual k gave no tangent). Refused by name."""
-    for name, value in values.items():
-        if type(value) in (float, int):  # the usual case, at once: isinstance(value, torch.Tensor) took ~0.6 us
-            continue
-        if isinstance(value, torch.Tensor) and ((value.requires_grad and torch.is_grad_enabled())
-                                                or torch.autograd.forward_ad.unpack_dual(value).tangent is not None):
-            raise TypeError(f"{name} is read as a number (the op is not differentiable in it), but the tensor given "
-                            f"carries a gradient that would be dropped: pass {name}.detach() or a float")
-
-
 def gaussian_energy(x: torch.Tensor, mean: torch.Tensor, precision: torch.Tensor) -> torch.Tensor:
     """½(x−μ)ᵀP(x−μ) per row: x (B, D), mean (D,), precision (D, D) -> (B,).
 
@@ -81,64 +69,64 @@ def gaussian_score(x: torch.Tensor, mean: torch.Tensor, precision: torch.Tensor)
 
 def double_well_energy(x: torch.Tensor, barrier_height: float = 2.0, b: float = 1.0) -> torch.Tensor:
     """h·Σᵢ(xᵢ² − b²)² per row -> (B,). Differentiable in x. dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(barrier_height=barrier_height, b=b)
+    check_numbers(barrier_height=barrier_height, b=b)
     return _ops.double_well_energy(x, barrier_height, b)
 
 
 def double_well_score(x: torch.Tensor, barrier_height: float = 2.0, b: float = 1.0) -> torch.Tensor:
     """−4h·x(x² − b²) -> (B, D). Differentiable in x (see score()). dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(barrier_height=barrier_height, b=b)
+    check_numbers(barrier_height=barrier_height, b=b)
     return _ops.double_well_score(x, barrier_height, b)
 
 
 def harmonic_energy(x: torch.Tensor, k: float = 1.0) -> torch.Tensor:
     """½k·Σᵢxᵢ² per row -> (B,). Differentiable in x. dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(k=k)
+    check_numbers(k=k)
     return _ops.harmonic_energy(x, k)
 
 
 def harmonic_score(x: torch.Tensor, k: float = 1.0) -> torch.Tensor:
     """−k·x -> (B, D). Differentiable in x (see score()). dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(k=k)
+    check_numbers(k=k)
     return _ops.harmonic_score(x, k)
 
 
 def rosenbrock_energy(x: torch.Tensor, a: float = 1.0, b: float = 100.0) -> torch.Tensor:
     """Σᵢ<D−1 [b(xᵢ₊₁ − xᵢ²)² + (a − xᵢ)²] per row, D ≥ 2 -> (B,). Differentiable in x.
     dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(a=a, b=b)
+    check_numbers(a=a, b=b)
     return _ops.rosenbrock_energy(x, a, b)
 
 
 def rosenbrock_score(x: torch.Tensor, a: float = 1.0, b: float = 100.0) -> torch.Tensor:
     """−∇ of rosenbrock_energy -> (B, D). Differentiable in x (see score()). dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(a=a, b=b)
+    check_numbers(a=a, b=b)
     return _ops.rosenbrock_score(x, a, b)
 
 
 def rastrigin_energy(x: torch.Tensor, a: float = 10.0) -> torch.Tensor:
     """aD + Σᵢ[xᵢ² − a·cos 2πxᵢ] per row -> (B,). Differentiable in x. dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(a=a)
+    check_numbers(a=a)
     return _ops.rastrigin_energy(x, a)
 
 
 def rastrigin_score(x: torch.Tensor, a: float = 10.0) -> torch.Tensor:
     """−(2x + 2πa·sin 2πx) -> (B, D). Differentiable in x (see score()). dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(a=a)
+    check_numbers(a=a)
     return _ops.rastrigin_score(x, a)
 
 
 def ackley_energy(x: torch.Tensor, a: float = 20.0, b: float = 0.2, c: float = 2 * math.pi) -> torch.Tensor:
     """−a·exp(−b·√(mean x²)) − exp(mean cos(c·x)) + a + e per row -> (B,). Differentiable in x.
     dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(a=a, b=b, c=c)
+    check_numbers(a=a, b=b, c=c)
     return _ops.ackley_energy(x, a, b, c)
 
 
 def ackley_score(x: torch.Tensor, a: float = 20.0, b: float = 0.2, c: float = 2 * math.pi) -> torch.Tensor:
     """−∇ of ackley_energy -> (B, D); at a row x = 0 the √ term contributes 0. Differentiable in x
     (see score()). dtypes: float32/64, float16, bfloat16."""
-    _check_numbers(a=a, b=b, c=c)
+    check_numbers(a=a, b=b, c=c)
     return _ops.ackley_score(x, a, b, c)
 
 
@@ -164,7 +152,7 @@ def _model_args(model: str, params: dict):
 def energy(x: torch.Tensor, model: str, **params) -> torch.Tensor:
     """The energy of the named model (see MODELS), e.g. energy(x, "double_well", barrier_height=1.0)."""
     if model != "gaussian":  # its mean and precision are tensors, differentiable
-        _check_numbers(**params)
+        check_numbers(**params)
     mean, precision, args = _model_args(model, params)
     if model == "gaussian":
         return gaussian_energy(x, mean, precision)
@@ -178,7 +166,7 @@ def score(x: torch.Tensor, model: str, **params) -> torch.Tensor:
     ops, slower than the kernels; half types in float32), so a backward of an energy's gradient with
     create_graph=True (score matching, Hessian-vector products) is exact, to any order."""
     if model != "gaussian":
-        _check_numbers(**params)
+        check_numbers(**params)
     mean, precision, args = _model_args(model, params)
     if model == "gaussian":
         return gaussian_score(x, mean, precision)
@@ -323,7 +311,7 @@ def langevin_step(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_s
     clamp: None, c (clamp to [−c, c]) or (min, max) (either may be None). Differentiable in x and
     grad (the noise is a constant). dtypes: float32, float64, float16, bfloat16 (float32 math).
     """
-    _check_numbers(step_size=step_size, noise_scale=noise_scale)
+    check_numbers(step_size=step_size, noise_scale=noise_scale)
     lo, hi = _clamp_bounds(clamp)
     return _ops.langevin_step(x, grad, step_size, noise_scale, lo, hi, generator)
 

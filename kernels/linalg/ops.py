@@ -18,6 +18,7 @@ register_autograd: Callable  # loader.register_autograd, set beside it: torch.li
                              # signature at a fraction of its load time
 register_batch_dim_vmap: Callable  # loader.register_batch_dim_vmap: the vmapped dimension as a batch dimension
 load_reference: Callable     # this family's reference.py, imported on the first call
+check_numbers: Callable      # loader.check_numbers: refuses a float argument given as a tensor with a derivative
 _ops = getattr(torch.ops, NAMESPACE)
 
 __all__ = ["matrix_inverse_root", "kron", "per_sample_grad_linear", "per_sample_grads", "memory_info", "Shampoo"]
@@ -101,6 +102,7 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       iteration's, also for matrices "auto" then recomputed with eigh; 0 where eigh alone ran ("always",
       and the CPU's one-large-matrix "auto" route above).
     """
+    check_numbers(eps=eps, max_cond=max_cond)
     if fallback not in ("auto", "never", "always"):
         raise ValueError(f"fallback must be 'auto', 'never' or 'always', got {fallback!r}")
     if fallback == "auto" and _eigh_is_faster(A):
