@@ -35,8 +35,10 @@ def cases(device: str, small: bool = False) -> list[Case]:
     mean, std = torch.zeros(d, device=device), torch.ones(d, device=device)
     out.append(Case(
         family="sampling", op="cem_update", shape=f"n={n} d={d} elite={n_elite}", dtype="float32",
-        ours=lambda x, s, m, sd: fam.cem_update(x, s, n_elite, m, sd, 0.1, 0.01),
-        reference=lambda x, s, m, sd: ref.cem_update(x, s, n_elite, m, sd, 0.1, 0.01),
+        # k=n_elite binds this case's count: cem_iteration's case below rebinds n_elite (until session 44
+        # both lambdas read its 410, and the row named 6554)
+        ours=lambda x, s, m, sd, k=n_elite: fam.cem_update(x, s, k, m, sd, 0.1, 0.01),
+        reference=lambda x, s, m, sd, k=n_elite: ref.cem_update(x, s, k, m, sd, 0.1, 0.01),
         args=(samples, scores, mean, std),
         bytes=n * 4 + n_elite * d * 4 + 4 * d * 4,  # scores, elite rows, old and new mean/std
         note="bar: >= 3x reference",

@@ -4,6 +4,7 @@ import dataclasses
 import sys
 
 import pytest
+import torch
 
 from benchmarks import cases_fused, run
 
@@ -45,3 +46,22 @@ def test_progress_line_shows_unmeasured_percentages_as_a_dash(monkeypatch, capsy
     assert run.main() == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("linalg"))
     assert "floor% – copy% – clean-L2 floor% –" in " ".join(line.split()), line
+
+
+def test_cem_update_case_runs_the_elite_count_its_row_names():
+    """The cem_update case's lambdas read n_elite from cases()'s scope, which the cem_iteration case below
+    rebinds: the row said elite=6554 (bytes counted for 6554 rows) while ours and the reference both ran
+    with cem_iteration's 410 (small sizes: 200 named, 50 run)."""
+    import re
+
+    import loader
+    from benchmarks import cases_sampling
+
+    case = next(c for c in cases_sampling.cases("cpu", small=True) if c.op == "cem_update")
+    n, d, n_elite = map(int, re.match(r"n=(\d+) d=(\d+) elite=(\d+)", case.shape).groups())
+    samples, scores, mean, std = case.args
+    expected = loader.sampling.reference.cem_update(samples, scores, n_elite, mean, std, 0.1, 0.01)
+    for fn in (case.ours, case.reference):
+        for got, want in zip(fn(*case.args), expected):
+            assert torch.allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert case.bytes == n * 4 + n_elite * d * 4 + 4 * d * 4
