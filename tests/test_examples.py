@@ -38,7 +38,11 @@ def _quickstart():
     return module
 
 
-def test_quickstart_errors_fail_on_nan_and_skip_incomparable_outputs():
+def test_quickstart_errors_fail_on_nan_and_on_other_shapes_and_skip_only_missing_outputs():
+    """Another shape or structure than the reference's was "not comparable" (None: the row showed "–" and
+    passed), so a kernel returning half its output, or a tensor where a pair was due, exited 0."""
+    import math
+
     import torch
 
     errors = _quickstart().errors
@@ -46,8 +50,11 @@ def test_quickstart_errors_fail_on_nan_and_skip_incomparable_outputs():
     assert errors(torch.tensor([1.0, -3.0]), reference) == (1.0, 0.25)
     nan_second = errors((reference, torch.tensor([float("nan"), 0.0])), (reference, torch.zeros(2)))
     assert nan_second[0] != nan_second[0]  # a NaN in any output is kept, so its row fails
-    assert errors(torch.zeros(3), reference) is None  # other shapes: not comparable
-    assert errors((reference,), reference) is None
+    for ours, ref in [(torch.zeros(3), reference), (reference[:1], reference), ((reference,), reference),
+                      ((reference,), (reference, reference)), (reference, None)]:
+        assert errors(ours, ref) == (math.inf, math.inf), (ours, ref)  # fails any tolerance
+    assert errors(None, None) is None  # an optimizer step returns nothing: nothing to compare
+    assert errors((reference, None), (reference, None)) == (0.0, 0.0)  # e.g. per_sample_grad_linear without bias
 
 
 def test_quickstart_prints_every_case_whole_and_checks_it(device):
@@ -74,3 +81,4 @@ def test_quickstart_prints_every_case_whole_and_checks_it(device):
             assert len(matching) == 1, f"{name} ({case.dtype}): {len(matching)} rows\n{result.stdout}"
             comparable = case.reference is not None and not case.random and " – " not in matching[0]
             assert (" ok " in matching[0]) == comparable, matching[0]
+
