@@ -49,7 +49,8 @@ def train(name, make_opt, x, y, args):
         sync()
         times.append(time.perf_counter() - start)
     losses = torch.stack(losses).cpu().tolist()
-    per_step = (times[-1] - times[len(times) // 5]) / (len(times) - len(times) // 5) * 1e3
+    first = len(times) // 5  # timed from the end of step `first` (warm-up) to the end of the last
+    per_step = (times[-1] - times[first]) / max(1, len(times) - 1 - first) * 1e3
     print(f"{name:22s} final loss {sum(losses[-20:]) / 20:.4f}   {per_step:.2f} ms/step")
     return losses, times
 
