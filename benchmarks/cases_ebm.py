@@ -69,29 +69,31 @@ def cases(device: str, small: bool = False) -> list[Case]:
     for D, B in ([(16, 65536), (256, 65536), (1024, 16384)] if gpu else [(16, 4096), (256, 256)]):
         shape = f"B={B} D={D} steps={n_steps}"
         x0 = torch.randn(B, D, device=device)
-        mean, prec = torch.randn(D, device=device), _precision(D, device)
+        chain_mean, chain_prec = torch.randn(D, device=device), _precision(D, device)
         flops = n_steps * B * (2 * D * D + 4 * D)
-        chain = lambda x, mean=mean, prec=prec: ebm.langevin_chain(x, "gaussian", n_steps, eta, mean=mean,
-                                                                     precision=prec)
+        chain = lambda x, mean=chain_mean, prec=chain_prec: ebm.langevin_chain(x, "gaussian", n_steps, eta, mean=mean,
+                                                                                 precision=prec)
         out.append(Case(FAMILY, "langevin_chain gaussian (vs eager analytic loop)", shape, "float32", chain,
-                        lambda x, mean=mean, prec=prec: ref.langevin_chain(
+                        lambda x, mean=chain_mean, prec=chain_prec: ref.langevin_chain(
                             x, lambda y: ref.gaussian_score(y, mean, prec), n_steps, eta),
                         (x0,), bytes=2 * B * D * size, flops=flops, compile=False, random=True,
                         note="one launch for D <= 64; addmm + fused update per step above"))
         out.append(Case(FAMILY, "langevin_chain gaussian (vs autograd loop)", shape, "float32", chain,
-                        lambda x, mean=mean, prec=prec: ref.langevin_chain_autograd(
+                        lambda x, mean=chain_mean, prec=chain_prec: ref.langevin_chain_autograd(
                             x, lambda y: ref.gaussian_energy(y, mean, prec), n_steps, eta),
                         (x0,), bytes=2 * B * D * size, flops=flops, compile=False, random=True,
                         note="reference: autograd score every step (how EBM libraries do it)"))
     D, B = (16, 65536) if gpu else (16, 2048)
     x0 = torch.randn(B, D, device=device)
-    mean, prec = torch.randn(D, device=device), _precision(D, device)
+    hmc_mean, hmc_prec = torch.randn(D, device=device), _precision(D, device)
     n_leapfrog = 10
     out.append(Case(FAMILY, "hmc_chain gaussian (vs eager loop)", f"B={B} D={D} steps={n_steps} L={n_leapfrog}",
                     "float32",
-                    lambda x: ebm.hmc_chain(x, "gaussian", n_steps, 0.1, n_leapfrog, mean=mean, precision=prec),
-                    lambda x: ref.hmc_chain(x, lambda y: ref.gaussian_energy(y, mean, prec),
-                                            lambda y: ref.gaussian_score(y, mean, prec), n_steps, 0.1, n_leapfrog),
+                    lambda x: ebm.hmc_chain(x, "gaussian", n_steps, 0.1, n_leapfrog, mean=hmc_mean,
+                                            precision=hmc_prec),
+                    lambda x: ref.hmc_chain(x, lambda y: ref.gaussian_energy(y, hmc_mean, hmc_prec),
+                                            lambda y: ref.gaussian_score(y, hmc_mean, hmc_prec), n_steps, 0.1,
+                                            n_leapfrog),
                     (x0,), bytes=2 * B * D * size, flops=n_steps * (n_leapfrog + 1) * B * (2 * D * D + 4 * D),
                     compile=False, random=True))
     out.append(Case(FAMILY, "langevin_chain double_well (vs eager analytic loop)", f"B={B} D={D} steps={n_steps}",
