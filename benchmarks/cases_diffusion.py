@@ -37,9 +37,9 @@ def _step_cases(D, R, device, small):
                       reference=lambda m, t, x, s, z: R.ddpm_step(m, t, x, s, z),
                       args=(m, t, x, sched, z), bytes=4 * n))
     cases.append(Case(FAMILY, "ddim_step", f"{B}x{C}x{L} eta=0, per-row t", "float32",
-                      ours=lambda m, t, x, s: D.ddim_step(m, t, t - 1, x, s),
-                      reference=lambda m, t, x, s: R.ddim_step(m, t, t - 1, x, s),
-                      args=(m, t, x, sched), bytes=3 * n))
+                      ours=lambda m, t, t_prev, x, s: D.ddim_step(m, t, t_prev, x, s),
+                      reference=lambda m, t, t_prev, x, s: R.ddim_step(m, t, t_prev, x, s),
+                      args=(m, t, t - 1, x, sched), bytes=3 * n))  # t - 1 made once, not in the timed calls
 
     # Launch-bound: batch 1, one step. Ours replays a graph captured around one call.
     sched100 = D.ddpm_schedule(100, "squaredcos_cap_v2", device=device)
@@ -64,7 +64,7 @@ def _step_cases(D, R, device, small):
 
 def _conv_cases(D, R, device, small):
     cases = []
-    big = 8 if small else 256  # channels of the large-batch cases scale with it
+    big = 8 if small else 256  # the large-batch cases' batch
     # B=1 at the U-Net's other levels too (512 channels at L=8, 1024 at L=4): the CUDA graph of the
     # example replays them all.
     unet = [] if small else [(1, 512, 512, 8, torch.float32), (1, 1024, 1024, 4, torch.float32)]
