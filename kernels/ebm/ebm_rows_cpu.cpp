@@ -105,7 +105,18 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
   const int64_t B = x.size(0), D = x.size(1);
   const T* xp = x.const_data_ptr<T>();
   T* op = out.mutable_data_ptr<T>();
-  at::parallel_for(0, B, row_grain(D), [&](int64_t begin, int64_t end) {
+  // The lane-wise loops and the row-by-row one round differently (the former contract a product and a sum into
+  // one FMA), so a row's bits depend on its path. Blocks of lanes that started where at::parallel_for cut the
+  // batch made them depend on the thread count; where a task holds a block's rows or more anyway (row_grain),
+  // the tasks now split the batch at whole blocks, and only its last B % kRowLanes rows go row by row. Wider
+  // rows (tasks of fewer rows) keep the row split: whole blocks there would leave threads idle on small batches.
+  int64_t unit = 1;
+  if constexpr (HasLaneRows<Rows, A>::value) {
+    if (row_grain(D) >= Rows::kRowLanes) unit = Rows::kRowLanes;
+  }
+  at::parallel_for(0, (B + unit - 1) / unit, row_grain(D) / unit, [&](int64_t u0, int64_t u1) {
+    int64_t begin = u0 * unit;
+    const int64_t end = std::min(B, u1 * unit);
     std::vector<A> row(D), g(D);
     if constexpr (HasLaneRows<Rows, A>::value) {  // whole blocks of kLanes rows at once
       constexpr int64_t kLanes = Rows::kRowLanes;
