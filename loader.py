@@ -532,7 +532,7 @@ def register_vmap(qualname: str, rule) -> None:
     _library(namespace).impl(name, "FuncTorchBatched", batched_kernel, True)  # True: with the keyset
 
 
-def register_drawing_vmap(qualname: str, draws=None) -> None:
+def register_drawing_vmap(qualname: str, draws=None, in_place: bool = False) -> None:
     """torch.vmap for an op that draws random numbers, honouring vmap's `randomness`, as torch's own random
     ops do: "error" (vmap's default) raises; "different" runs the op once per sample, each with draws of
     its own; "same" runs it once per sample from one generator state, so every sample gets the same draws.
@@ -540,17 +540,21 @@ def register_drawing_vmap(qualname: str, draws=None) -> None:
     is the op's `generator` argument, else the default one of the first tensor's device. `draws(*args,
     **kwargs)`, if given, says whether a call draws at all (ddpm_step with its noise given does not): one
     that does not runs under every mode. An op defined with jk::def_differentiable gets the rule on its
-    `_autograd` twin too, which vmap(grad(...)) reaches."""
+    `_autograd` twin too, which vmap(grad(...)) reaches.
+    A call none of whose tensors is batched never reaches that rule (FuncTorchBatched): vmap's mode key
+    (_register_unbatched_draws) gives it the randomness of torch.randn_like(unbatched). in_place (normal_out,
+    langevin_step_): only that, as for torch's in-place random ops; a batched call is vmap's error."""
     if _has_autograd_twin(qualname):
-        register_drawing_vmap(f"{qualname}_autograd", draws)
+        register_drawing_vmap(f"{qualname}_autograd", draws, in_place)
+    _register_unbatched_draws(qualname, draws, in_place)
+    if in_place:
+        return
     namespace, name = qualname.split("::")
 
     def rule(info, in_dims, *args, **kwargs):
         drawing = draws is None or draws(*args, **kwargs)
         if drawing and info.randomness == "error":
-            raise RuntimeError(f"vmap: {name.removesuffix('_autograd')} draws random numbers, and vmap is in "
-                               "randomness='error' mode (its default): pass randomness='different' or 'same' to "
-                               "torch.vmap, or draw outside it")
+            _refuse_error_mode(name)
         op = getattr(getattr(torch.ops, namespace), name).default
         generator, state = None, None
         if drawing and info.randomness == "same":
@@ -567,6 +571,52 @@ def register_drawing_vmap(qualname: str, draws=None) -> None:
         return torch.stack(outputs), 0
 
     register_vmap(qualname, rule)
+
+
+def _refuse_error_mode(name: str):
+    raise RuntimeError(f"vmap: {name.removesuffix('_autograd')} draws random numbers, and vmap is in "
+                       "randomness='error' mode (its default): pass randomness='different' or 'same' to "
+                       "torch.vmap, or draw outside it")
+
+
+def _register_unbatched_draws(qualname: str, draws, in_place: bool) -> None:
+    """The FuncTorchVmapMode kernel of an op that draws, which every call under vmap meets, batched or not
+    (torch's random ops have theirs at this key). A call with a tensor batched at this level goes on to the
+    op's FuncTorchBatched rule. One with none, which ran once and broadcast its draws to every sample
+    whatever the randomness (session 44), draws as torch.randn_like(unbatched) does: "error" raises, "same"
+    calls the op once, "different" once per sample (batched output); an in-place op refuses "different",
+    as torch's do (one unbatched tensor cannot hold each sample's draws)."""
+    namespace, name = qualname.split("::")
+    exclude_mode = torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchVmapMode)
+
+    def kernel(keyset, *args, **kwargs):
+        from torch._functorch.autograd_function import unwrap_batched
+        from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
+
+        op = getattr(getattr(torch.ops, namespace), name).default
+        interpreter = retrieve_current_functorch_interpreter()
+        with torch._C._ExcludeDispatchKeyGuard(exclude_mode):
+            _, in_dims = unwrap_batched((args, kwargs), interpreter.level())  # normal_out's out is a keyword
+            if not torch.utils._pytree.tree_all(lambda d: d is None, in_dims) or not (
+                    draws is None or draws(*args, **kwargs)):
+                return op(*args, **kwargs)
+            randomness = interpreter.randomness()
+            if randomness == "error":
+                _refuse_error_mode(name)
+            if randomness == "same":
+                return op(*args, **kwargs)
+            if in_place:
+                raise RuntimeError(f"vmap: {name} writes its draws into an unbatched tensor, which cannot hold "
+                                   "different draws for every sample (randomness='different'): write into a "
+                                   "batched tensor, or use randomness='same'")
+            outputs = [op(*args, **kwargs) for _ in range(interpreter.batch_size())]
+
+        def batched(parts):
+            return torch._C._functorch._add_batch_dim(torch.stack(parts), 0, interpreter.level())
+
+        return tuple(map(batched, zip(*outputs))) if isinstance(outputs[0], tuple) else batched(outputs)
+
+    _library(namespace).impl(name, "FuncTorchVmapMode", kernel, True)  # True: with the keyset
 
 
 def register_batch_dim_vmap(qualname: str) -> None:

@@ -348,6 +348,63 @@ def test_vmap_randomness_is_honoured_by_the_ops_that_draw(device, op):
         torch.vmap(grad_of_sum, randomness="different")(x)
 
 
+@pytest.mark.parametrize("op", ["normal", "langevin_step", "langevin_chain", "hmc_chain", "ddpm_step", "ddim_step"])
+def test_vmap_randomness_is_honoured_when_the_op_s_inputs_are_not_batched(device, op):
+    """A call whose inputs are the same for every sample (vmap over something else: an ensemble's parameters,
+    per-sample offsets) still draws once per sample, as torch.randn_like(unbatched) does: "error" raises,
+    "different" gives each sample its own draws. No input batched, the op's FuncTorchBatched rule is never
+    reached: "error" did not raise and "different" broadcast one call's draws to every sample (session 44)."""
+    shape, call = drawing_calls(device)[op]
+    a = torch.randn(*shape, device=device)
+    offsets = torch.zeros(3, device=device)  # batched, but adds nothing: each sample's result is its draws
+
+    def per_sample(offset):
+        return call(a) + offset
+
+    with pytest.raises(RuntimeError, match="randomness"):
+        torch.vmap(per_sample)(offsets)
+    different = torch.vmap(per_sample, randomness="different")(offsets)
+    assert not torch.equal(different[0], different[1]) and not torch.equal(different[1], different[2])
+    torch.manual_seed(7)
+    same = torch.vmap(per_sample, randomness="same")(offsets)
+    after_vmap = torch.randn(2, device=device)
+    torch.manual_seed(7)
+    once = call(a)
+    after_once = torch.randn(2, device=device)
+    for sample in same:
+        torch.testing.assert_close(sample, once, rtol=0, atol=0)
+    torch.testing.assert_close(after_vmap, after_once, rtol=0, atol=0)
+    nested = torch.vmap(torch.vmap(per_sample, randomness="different"), randomness="same")(offsets.expand(2, 3))
+    assert torch.equal(nested[0], nested[1]) and not torch.equal(nested[0, 0], nested[0, 1])
+
+
+@pytest.mark.parametrize("op", ["normal_out", "langevin_step_"])
+def test_vmap_of_an_in_place_draw_into_an_unbatched_tensor(device, op):
+    """As torch's in-place random ops (buffer.normal_() under vmap): "error" raises, "different" raises (one
+    unbatched tensor cannot hold a draw per sample), "same" writes one call's draws. Both ran once in every
+    mode, "different" silently giving every sample the same draws (session 44)."""
+    buffer = torch.zeros(4, 3, device=device)
+    ones = torch.ones(3, device=device)
+    write = {"normal_out": lambda: sampling.normal(ones * 0, ones, 4, out=buffer),
+             "langevin_step_": lambda: ebm.langevin_step_(buffer, buffer, 0.1)}[op]
+    offsets = torch.zeros(3, device=device)
+    with pytest.raises(RuntimeError, match="randomness"):
+        torch.vmap(lambda o: write() + o)(offsets)
+    with pytest.raises(RuntimeError, match="different"):
+        torch.vmap(lambda o: write() + o, randomness="different")(offsets)
+    torch.manual_seed(7)
+    same = torch.vmap(lambda o: write() + o, randomness="same")(offsets)
+    written = buffer.clone()
+    buffer.zero_()
+    torch.manual_seed(7)
+    torch.testing.assert_close(write(), written, rtol=0, atol=0)
+    torch.testing.assert_close(same, written.expand(3, 4, 3), rtol=0, atol=0)
+    if op == "normal_out":  # a batched out (a keyword) is not an unbatched tensor: vmap's own error names the op
+        with pytest.raises(RuntimeError, match="Batching rule not implemented"):
+            torch.vmap(lambda o: sampling.normal(ones * 0, ones, 4, out=o), randomness="different")(
+                torch.empty(3, 4, 3, device=device))
+
+
 @pytest.mark.parametrize("op", ["ddpm_step", "ddim_step", "ddim_step eta=0"])
 def test_vmap_of_a_step_that_draws_nothing_needs_no_randomness_mode(device, op):
     """ddpm_step / ddim_step with their noise given (ddim_step also with eta = 0, which uses no noise) draw

@@ -358,6 +358,7 @@ register_autograd(f"{NAMESPACE}::langevin_step", _langevin_step_backward,
                   setup_context=_langevin_step_setup, forward_formula=_langevin_step_forward_formula)
 for _op in ("langevin_step", "langevin_chain", "hmc_chain"):
     register_drawing_vmap(f"{NAMESPACE}::{_op}")
+register_drawing_vmap(f"{NAMESPACE}::langevin_step_", in_place=True)
 
 
 # ---------------------------------------------------------------- chains

@@ -16,6 +16,7 @@ NAMESPACE: str  # the build's op namespace, set by loader.py before this file ru
 register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
 _ops = getattr(torch.ops, NAMESPACE)
 register_drawing_vmap(f"{NAMESPACE}::normal")
+register_drawing_vmap(f"{NAMESPACE}::normal_out", in_place=True)
 
 __all__ = ["normal", "cem_update", "cem_minimize", "distributed_cem_minimize", "CEMResult"]
 
