@@ -223,6 +223,35 @@ def test_dynamic_batch_compiles_once_and_exports(device, name):
     check_dynamic_batch(*_dynamic_case(name, device))
 
 
+@pytest.mark.parametrize("kind", ["energy", "score"])
+def test_gaussian_dynamic_width_compiles_once_and_exports(device, kind):
+    """The Gaussian's row width D is symbolic too: its shape rule is the same on every route (row kernels up to
+    D = 64, a matrix product beyond), so the route must not guard D. Meta chose the route, so torch.compile
+    (dynamic=True) compiled again past D = 64 and torch.export refused a dynamic D unless capped at max=64."""
+    from torch._dynamo.utils import counters
+
+    op = getattr(ebm, f"gaussian_{kind}")
+    make = lambda n: (torch.randn(3, n, device=device), torch.randn(n, device=device),  # noqa: E731
+                      spd(n, torch.float32, device))
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(op, dynamic=True, fullgraph=True)
+    for n in (5, 70, 9, 130):
+        args = make(n)
+        torch.testing.assert_close(compiled(*args), op(*args), rtol=1e-4, atol=1e-4)
+    assert counters["stats"]["unique_graphs"] == 1, f"{counters['stats']['unique_graphs']} graphs for 4 widths"
+
+    class Wrapper(torch.nn.Module):
+        def forward(self, x, mean, precision):
+            return op(x, mean, precision)
+
+    width = torch.export.Dim("D", min=2, max=1 << 20)
+    program = torch.export.export(Wrapper(), make(5), dynamic_shapes=({1: width}, {0: width}, {0: width, 1: width}))
+    for n in (70, 9):
+        args = make(n)
+        torch.testing.assert_close(program.module()(*args), op(*args), rtol=1e-4, atol=1e-4)
+
+
 @settings(max_examples=30, deadline=None)
 @given(device=st.sampled_from(DEVICES), dtype=st.sampled_from(DTYPES), model=st.sampled_from(["gaussian"] + LOCAL),
        B=st.integers(0, 40), D=st.integers(1, 80), step=st.integers(1, 3), transpose=st.booleans(),

@@ -138,7 +138,10 @@ at::Tensor local_op(const at::Tensor& x, const ModelSpec& spec, bool score) {
 
 at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Tensor& precision, bool score) {
   check_gaussian_args(x, mean, precision);
-  const c10::SymInt D = x.sym_size(1);  // symbolic: compared only (a guard on D), B stays free
+  // Every route below gives these shapes: Meta returns before the route is chosen, so D stays free (comparing a
+  // symbolic D with max_d guarded it: torch.compile compiled again past D = 64, torch.export capped D at 64).
+  if (x.is_meta()) return empty_rows_output(x, score);
+  const int64_t D = x.size(1);
   const int64_t max_d = x.is_cuda() ? cuda_gaussian_max_d(x.scalar_type() == at::kDouble) : kCpuGaussianMaxD;
   // On the CPU, float64 rows and float32 rows wider than kCpuFloatRowsMaxD go through BLAS. The row loops,
   // 8 rows at a time (GaussRows' lane-wise path), against BLAS on 2 cores (B = 32768, float32): D = 16
@@ -146,9 +149,9 @@ at::Tensor gaussian_op(const at::Tensor& x, const at::Tensor& mean, const at::Te
   // D = 64 2.3 against 1.8 ms; float64 rows (lane vectors of 8 doubles, two AVX registers) 2.6-3.5x slower.
   const bool cpu_blas = x.is_cpu() && (x.scalar_type() == at::kDouble ||
                                        (x.scalar_type() == at::kFloat && D > kCpuFloatRowsMaxD));
-  if (D > max_d || cpu_blas) return gaussian_matmul(x, mean, precision, !score);  // ATen ops: Meta included
+  if (D > max_d || cpu_blas) return gaussian_matmul(x, mean, precision, !score);  // ATen ops
   at::Tensor out = empty_rows_output(x, score);
-  if (x.is_meta() || x.size(0) == 0) return out;
+  if (x.size(0) == 0) return out;
   const at::Tensor xc = x.contiguous(), mc = mean.contiguous(), pc = precision.contiguous();
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
