@@ -743,6 +743,32 @@ def test_inverse_root_dynamic_batch_compiles_once_and_exports(device):
                         lambda b: (A[:b].clone(),))
 
 
+def test_inverse_root_dynamic_size_compiles_once_and_exports():
+    """fallback="auto" acts as "never" under torch.compile and torch.export, whatever n: its CPU shortcut for one
+    matrix of n >= 64 compared n before asking whether it was tracing, so that guard on n made torch.compile
+    (dynamic=True) compile again past n = 64 and torch.export refuse a dynamic n unless capped at max=63."""
+    from torch._dynamo.utils import counters
+
+    def f(a):
+        return linalg.matrix_inverse_root(a, 2)
+
+    make = lambda n: random_spd(n, 10, generator=torch.Generator().manual_seed(n))  # noqa: E731
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(f, dynamic=True, fullgraph=True)
+    for n in (8, 100, 20):
+        torch.testing.assert_close(compiled(make(n)), f(make(n)))
+    assert counters["stats"]["unique_graphs"] == 1, f"{counters['stats']['unique_graphs']} graphs for 3 sizes"
+
+    class Wrapper(torch.nn.Module):
+        def forward(self, a):
+            return f(a)
+
+    n = torch.export.Dim("n", min=2, max=4096)
+    program = torch.export.export(Wrapper(), (make(8),), dynamic_shapes=({0: n, 1: n},))
+    torch.testing.assert_close(program.module()(make(100)), f(make(100)))
+
+
 def test_kron_dynamic_batch_compiles_once_and_exports(device):
     check_dynamic_batch(linalg.kron,
                         lambda b: (torch.randn(b, 2, 3, device=device), torch.randn(b, 4, 2, device=device)))

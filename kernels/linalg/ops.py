@@ -46,9 +46,11 @@ def _eigh_is_faster(A) -> bool:
     float32: n=64 1.3-1.8x, n=256 2.2x, n=512 2.9x; float64 3-5x), not below (n=48: 171 vs 249 us, its
     fixed cost), nor for batches (eigh takes them one at a time: 16 x n=32 917 vs 388 us). Not when A
     needs a gradient: eigh's own backward fails on equal eigenvalues, where the op's does not. Not where
-    "auto" acts as "never" (_no_sync_wanted): the route reads A's finiteness on the host."""
-    return (isinstance(A, torch.Tensor) and A.device.type == "cpu" and A.dim() == 2 and A.shape[-1] >= 64
-            and not _no_sync_wanted(A) and not (A.requires_grad and torch.is_grad_enabled()))
+    "auto" acts as "never" (_no_sync_wanted): the route reads A's finiteness on the host. That is asked before n is
+    compared: under torch.compile and torch.export the comparison guarded a symbolic n (a graph more past n = 64,
+    and export refused a dynamic n beyond 63)."""
+    return (isinstance(A, torch.Tensor) and A.device.type == "cpu" and A.dim() == 2 and not _no_sync_wanted(A)
+            and A.shape[-1] >= 64 and not (A.requires_grad and torch.is_grad_enabled()))
 
 
 def _check_finite(A: torch.Tensor) -> None:
