@@ -767,6 +767,21 @@ def test_opcheck_conv1d_gn_mish(device):
     torch.library.opcheck(D.ops.conv1d_gn_mish, (x, w, None, gw, gb, 2, 0, 1e-3))
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv1d_gn_mish_empty_batch_backward(device, bias):
+    """An empty batch is valid input (an empty output): its backward gives zero gradients, as the reference's. The
+    backward's reshape(b, groups, -1) of zero elements raised "the unspecified dimension size -1 can be any value"."""
+    inputs = [None if t is None else t.double().requires_grad_()
+              for t in _conv_inputs(0, 4, 6, 7, 3, torch.float32, device, bias=bias)]
+    x, w, b, gw, gb = inputs
+    wrt = [t for t in inputs if t is not None]
+    got = torch.autograd.grad(D.conv1d_gn_mish(x, w, b, gw, gb, 3).sum(), wrt)
+    want = torch.autograd.grad(D.reference.conv1d_gn_mish(x, w, b, gw, gb, 3).sum(), wrt)
+    for g, r in zip(got, want):
+        torch.testing.assert_close(g, r)
+    torch.library.opcheck(D.ops.conv1d_gn_mish, (x, w, b, gw, gb, 3))
+
+
 def test_conv1d_gn_mish_dynamic_batch_compile_once_and_export(device):
     # x (B, C_in, L): the batch B varies; the weights keep their shapes.
     weights = _conv_inputs(1, 4, 6, 9, 3, torch.float32, device)[1:]

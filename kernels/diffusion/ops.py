@@ -245,7 +245,7 @@ def _conv_backward(ctx, grad):
     # Recompute the forward in PyTorch ops.
     z = F.conv1d(xf, wf, None if bias is None else bias.to(ct), padding=pad)
     b, c, length = z.shape
-    zg = z.reshape(b, groups, -1)
+    zg = z.reshape(b, groups, c // groups * length)  # not -1: an empty batch has zero elements to infer it from
     mean = zg.mean(-1, keepdim=True)
     rstd = (zg.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
     zn = (zg - mean) * rstd  # (B, G, C/G * L)
@@ -257,7 +257,7 @@ def _conv_backward(ctx, grad):
     grad_gb = dh.sum((0, 2)) if ctx.needs_input_grad[4] else None
     grad_x = grad_w = grad_b = None
     if any(ctx.needs_input_grad[:3]):
-        dzn = (dh * gw[:, None]).reshape(b, groups, -1)
+        dzn = (dh * gw[:, None]).reshape(zg.shape)
         dz = rstd * (dzn - dzn.mean(-1, keepdim=True) - zn * (dzn * zn).mean(-1, keepdim=True))
         mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]]
         grad_x, grad_w, grad_b = torch.ops.aten.convolution_backward(
