@@ -373,6 +373,16 @@ def test_inverse_root_empty(device):
     assert X.shape == (0, 3, 3) and r.shape == (0,)
 
 
+@pytest.mark.parametrize("shape", [(0, 3, 3), (2, 0, 0), (0, 0)])
+def test_inverse_root_empty_backward(device, shape):
+    """Empty input has an empty gradient, on the op's route as on eigh's and the reference's: the backward's
+    amax over no eigenvalues (matrices of n = 0) raised IndexError."""
+    A = torch.zeros(shape, dtype=torch.float64, device=device, requires_grad=True)
+    for fallback in ("never", "auto", "always"):
+        (grad,) = torch.autograd.grad(linalg.matrix_inverse_root(A, 2, fallback=fallback).sum(), A)
+        assert grad.shape == A.shape
+
+
 # ---------------------------------------------------------------- kron
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])

@@ -148,6 +148,8 @@ def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
     # dA = V (F o (V^T dX V)) V^T with F_ij = (f_i - f_j) / (l_i - l_j), f'(l_i) on the diagonal.
     (A,) = ctx.saved_tensors
     p, eps = ctx.p, ctx.eps
+    if A.shape[-1] == 0:  # matrices of n = 0: nothing to differentiate (amax below has no eigenvalue to reduce)
+        return torch.zeros_like(A), None, None, None
     L, V = torch.linalg.eigh((A + A.mT) / 2)  # the forward uses only the symmetric part
     shifted = L + eps
     f = shifted.pow(-1.0 / p)
