@@ -460,6 +460,33 @@ def test_cem_update_dynamic_batch_compiles_once_and_exports(device):
                         lambda n: (torch.randn(n, 3, device=device), torch.randn(n, device=device)))
 
 
+def test_data_dependent_sizes_compile(device):
+    """A population filtered by a mask (samples[feasible]) or a count read from a tensor has a data-dependent
+    (unbacked) size under torch.compile, as torch.randn and torch.topk accept. The ops' shape rules compared it
+    with a bound (n >= 0, n >= n_elite) as a guard, which torch.compile(fullgraph=True) cannot take: "Could not
+    guard on data-dependent expression". They check it when the op runs instead (a runtime assertion)."""
+    import torch._dynamo.config as dynamo_config
+
+    x = torch.randn(10, 3, device=device)
+    keep = torch.tensor([1, 0, 1, 1, 0, 1, 1, 0, 1, 1], dtype=torch.bool, device=device)
+    m, s = torch.randn(3, device=device), torch.rand(3, device=device) + 0.1
+
+    def refit(x, keep):
+        rows = x[keep]
+        return fam.cem_update(rows, rows.square().sum(1), 2, m, s, 0.1, 0.01)
+
+    def draw(m, s, keep):
+        return fam.normal(m, s, int(keep.sum()))
+
+    with dynamo_config.patch(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True):
+        for f, args in ((refit, (x, keep)), (draw, (m, s, keep))):
+            torch._dynamo.reset()
+            torch.manual_seed(0)
+            got = torch.compile(f, fullgraph=True)(*args)
+            torch.manual_seed(0)
+            torch.testing.assert_close(got, f(*args))
+
+
 @needs_graphs
 @needs_cuda
 def test_cuda_graph_capture():

@@ -167,7 +167,10 @@ void cem_update_cpu(const at::Tensor& new_mean, const at::Tensor& new_std, const
 at::Tensor normal(const at::Tensor& mean, const at::Tensor& std, c10::SymInt n,
                   std::optional<at::ScalarType> dtype, std::optional<at::Generator> generator) {
   check_normal_params(mean, std);
-  TORCH_CHECK_VALUE(n >= 0, "n must be >= 0, got ", std::to_string(n.guard_int(__FILE__, __LINE__)));
+  // expect_true: a data-dependent n (a count read from a tensor under torch.compile) cannot be guarded; it is
+  // then checked when the graph runs, as torch.randn's n is (a plain or backed n is checked here as before).
+  TORCH_CHECK_VALUE(n.sym_ge(0).expect_true(__FILE__, __LINE__), "n must be >= 0, got ",
+                    std::to_string(n.guard_int(__FILE__, __LINE__)));
   const at::ScalarType out_type = dtype.value_or(mean.scalar_type());
   TORCH_CHECK_VALUE(jk::is_supported_float(out_type), "dtype must be float32, float64, float16 or bfloat16, got ",
                     out_type);
@@ -209,7 +212,10 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
   jk::check_float(samples, "samples");
   jk::check_dim(samples, "samples", 2);
   const c10::SymInt n = samples.sym_size(0), d = samples.sym_size(1);  // symbolic under torch.compile (Meta)
-  TORCH_CHECK_VALUE(n >= 1, "samples has no rows: cem_update needs at least one scored sample");
+  // expect_true, as in normal: rows picked by a mask (samples[feasible]) have a data-dependent count under
+  // torch.compile, which a guard cannot take ("Could not guard on data-dependent expression"); checked at run time.
+  TORCH_CHECK_VALUE(n.sym_ge(1).expect_true(__FILE__, __LINE__),
+                    "samples has no rows: cem_update needs at least one scored sample");
   jk::check_float(scores, "scores");
   jk::check_same_device(samples, "samples", scores, "scores");
   TORCH_CHECK_VALUE(scores.dim() == 1 && scores.sym_size(0) == n, "scores must have shape (n,) = (",
@@ -221,7 +227,8 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
                     std::to_string(samples.size(1)), ",), one value per column of samples, got ",
                     jk::shape(mean.sizes()));
   jk::check_like(mean, "mean", std, "std");
-  TORCH_CHECK_VALUE(n_elite >= 1 && n >= n_elite, "n_elite must be in 1..n = 1..", std::to_string(samples.size(0)),
+  TORCH_CHECK_VALUE(n_elite >= 1 && n.sym_ge(n_elite).expect_true(__FILE__, __LINE__), "n_elite must be in 1..n = 1..",
+                    std::to_string(samples.size(0)),
                     ", got ", std::to_string(n_elite));
   TORCH_CHECK_VALUE(smoothing >= 0.0 && smoothing <= 1.0, "smoothing must be in [0, 1], got ", jk::num(smoothing));
   TORCH_CHECK_VALUE(std::isfinite(min_std) && min_std >= 0.0, "min_std must be a finite number >= 0, got ",
