@@ -27,7 +27,8 @@ def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype 
 
     mean, std: (d,) tensors of one float dtype and device. dtype: output float32, float64, float16 or
     bfloat16 (default: mean's dtype). The normals are float32 Box-Muller draws from Philox4x32-10
-    (32-bit uniforms; 16-bit uniforms for float16/bfloat16 outputs, whose |z| then stays below 4.86);
+    (the radius's uniform from 23 bits, so |z| <= 5.65; 16-bit uniforms for float16/bfloat16 outputs,
+    whose |z| then stays below 4.86);
     mean + std * z is computed in float64 for a float64 output, else float32.
     out: a contiguous (n, d) tensor to write into instead (dtype is then out's). A negative std raises
     on the CPU; on CUDA (no host sync allowed) its column comes out NaN. Not differentiable: the
