@@ -890,6 +890,18 @@ def test_non_finite_clamp_and_chain_parameters_are_refused_by_their_names(call, 
         call(torch.randn(4, 3))
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: ebm.langevin_step(x, x, 0.1, clamp=(2.0, 1.0)),
+    lambda x: ebm.langevin_step_(x.clone(), x, 0.1, clamp=(2.0, 1.0)),
+    lambda x: ebm.langevin_chain(x, "harmonic", 1, 0.1, clamp=(2.0, 1.0)),
+])
+def test_a_clamp_whose_min_exceeds_its_max_is_refused_as_clamp(call):
+    """clamp=(2, 1) said "clamp: clamp_min (2) must be <= clamp_max (1)": the op's argument names, which the caller
+    of the Python face never typed (session 44's message review)."""
+    with pytest.raises(ValueError, match=r"^clamp's min must be <= its max, got clamp=\(2\.0, 1\.0\)$"):
+        call(torch.randn(4, 3))
+
+
 @pytest.mark.parametrize("model", LOCAL)
 def test_wide_rows_sum_without_drift_on_the_cpu(model):
     """The CPU loops summed a row's terms (and Ackley's row sums) one after another in float32, so the error grew

@@ -300,6 +300,8 @@ def _clamp_bounds(clamp):
     for side, bound in (("min", lo), ("max", hi)):
         if bound is not None and not -math.inf < bound < math.inf:
             raise ValueError(f"clamp's {side} must be finite (None for no bound), got {bound}")
+    if lo is not None and hi is not None and lo > hi:  # the op said "clamp: clamp_min (2) must be <= clamp_max (1)"
+        raise ValueError(f"clamp's min must be <= its max, got clamp=({lo}, {hi})")
     return lo, hi
 
 
