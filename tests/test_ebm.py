@@ -902,6 +902,20 @@ def test_a_clamp_whose_min_exceeds_its_max_is_refused_as_clamp(call):
         call(torch.randn(4, 3))
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: ebm.langevin_chain(x, "harmonic", 1, 0.1, k="a"),
+    lambda x: ebm.hmc_chain(x, "harmonic", 1, 0.1, 2, k=None),
+    lambda x: ebm.energy(x, "harmonic", k=None),
+    lambda x: ebm.score(x, "harmonic", k=torch.tensor([1.0, 2.0])),
+])
+def test_a_model_parameter_that_is_no_number_is_refused_by_its_name(call):
+    """energy(), score() and the chains read model parameters with float(), whose errors named none: "could not
+    convert string to float: 'a'", "float() argument must be ... not 'NoneType'", "only one element tensors can be
+    converted to Python scalars" (session 44's message review)."""
+    with pytest.raises(TypeError, match=r"^k must be a number, got "):
+        call(torch.randn(4, 3))
+
+
 @pytest.mark.parametrize("model", LOCAL)
 def test_wide_rows_sum_without_drift_on_the_cpu(model):
     """The CPU loops summed a row's terms (and Ackley's row sums) one after another in float32, so the error grew

@@ -142,10 +142,16 @@ def _model_args(model: str, params: dict):
     unknown = set(params) - set(MODELS[model])
     if unknown:
         raise TypeError(f"model {model!r} takes {sorted(MODELS[model])}, not {sorted(unknown)}")
-    values = [float(params.get(name, default)) for name, default in MODELS[model].items()]
-    for name, value in zip(MODELS[model], values):  # the chain ops take a list: their message said "params"
+    values = []
+    for name, default in MODELS[model].items():  # the chain ops take a list: their message said "params"
+        given = params.get(name, default)
+        try:  # float()'s own errors named no parameter ("could not convert string to float: 'a'")
+            value = float(given)
+        except (TypeError, ValueError):
+            raise TypeError(f"{name} must be a number, got {given!r}") from None
         if not -math.inf < value < math.inf:  # NaN fails this too; math.isfinite breaks torch.compile's graph
             raise ValueError(f"{name} must be finite, got {value}")
+        values.append(value)
     return None, None, values
 
 
