@@ -1008,9 +1008,11 @@ def test_inverse_root_always_checks_its_arguments(args, kwargs, name):
         linalg.matrix_inverse_root(A, *args, fallback="always")
 
 
-@pytest.mark.parametrize("kwargs", [{"betas": (0.9, 1.0)}, {"lr": float("nan")}, {"update_freq": 1.5}])
+@pytest.mark.parametrize("kwargs", [{"betas": (0.9, 1.0)}, {"lr": float("nan")}, {"update_freq": 1.5},
+                                    {"eps": float("nan")}, {"weight_decay": float("nan")}])
 def test_shampoo_refuses_settings_that_break_it(kwargs):
-    """betas[1] = 1 made the first step NaN (bias correction 1 - 1); lr NaN and a fractional update_freq passed."""
+    """betas[1] = 1 made the first step NaN (bias correction 1 - 1); lr NaN and a fractional update_freq passed.
+    So did eps and weight_decay NaN, whose message says ">= 0", until session 44: every parameter came out NaN."""
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         linalg.Shampoo([nn.Parameter(torch.randn(4, 3))], **kwargs)
 

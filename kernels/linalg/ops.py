@@ -439,8 +439,9 @@ class Shampoo(torch.optim.Optimizer):
                  weight_decay: float = 0.0, *, update_freq: int = 1, block_size: int = 1024,
                  root_eps: float = 1e-5, root_method: str = "newton"):
         # betas[1] = 1 passed until session 40: the first step's bias correction divided by 1 - 1 (NaN).
-        if not (math.isfinite(lr) and lr >= 0) or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1 or eps < 0 \
-                or weight_decay < 0:
+        # not (x >= 0), not x < 0: NaN eps and weight_decay passed and made every parameter NaN (AdamW refuses them)
+        if not (math.isfinite(lr) and lr >= 0) or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1 or not eps >= 0 \
+                or not weight_decay >= 0:
             raise ValueError(f"Shampoo: lr (finite), eps, weight_decay must be >= 0 and betas in [0, 1), got lr={lr}, "
                              f"betas={tuple(betas)}, eps={eps}, weight_decay={weight_decay}")
         if not isinstance(update_freq, int) or not isinstance(block_size, int) or update_freq < 1 or block_size < 1 \
