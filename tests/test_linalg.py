@@ -1008,6 +1008,14 @@ def test_inverse_root_always_checks_its_arguments(args, kwargs, name):
         linalg.matrix_inverse_root(A, *args, fallback="always")
 
 
+@pytest.mark.parametrize("fallback", ["auto", "never", "always"])
+def test_inverse_root_refuses_a_none_matrix_by_name_on_every_route(fallback):
+    """fallback="always" raised AttributeError "'NoneType' object has no attribute 'is_meta'" for A=None, where
+    the other routes say "A must be a tensor, got None" (session 44's message review)."""
+    with pytest.raises(ValueError, match=r"^A must be a tensor, got None$"):
+        linalg.matrix_inverse_root(None, fallback=fallback)
+
+
 @pytest.mark.parametrize("kwargs", [{"betas": (0.9, 1.0)}, {"lr": float("nan")}, {"update_freq": 1.5},
                                     {"eps": float("nan")}, {"weight_decay": float("nan")}])
 def test_shampoo_refuses_settings_that_break_it(kwargs):

@@ -37,8 +37,9 @@ def _no_sync_wanted(A: torch.Tensor) -> bool:
 
 
 def _check_arguments(A: torch.Tensor, p, eps, max_cond) -> None:
-    """The op's argument checks alone (on a meta copy of A: no work, no sync), for the routes that skip it."""
-    _ops.matrix_inverse_root(A.to("meta"), p, eps, float(max_cond or 0.0))
+    """The op's argument checks alone (on a meta copy of A: no work, no sync), for the routes that skip it. What
+    is no tensor goes as it is, for the op to refuse by name (None: "A must be a tensor, got None")."""
+    _ops.matrix_inverse_root(A.to("meta") if isinstance(A, torch.Tensor) else A, p, eps, float(max_cond or 0.0))
 
 
 def _eigh_is_faster(A) -> bool:
@@ -110,7 +111,7 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
     if fallback == "auto" and _eigh_is_faster(A):
         fallback = "always"
     if fallback == "always":  # the argument checks and the finiteness check of the other routes (session 40)
-        if isinstance(A, torch.Tensor) and not torch.compiler.is_compiling():
+        if not torch.compiler.is_compiling():  # a None A raised AttributeError ("'NoneType' object has no ...")
             _check_arguments(A, p, eps, max_cond)
         if not _no_sync_wanted(A) and not torch._C._are_functorch_transforms_active():
             _check_finite(A)
