@@ -954,3 +954,14 @@ def test_a_timestep_that_is_not_an_integer_is_refused_by_name(bad):
         D.ddpm_step(x, bad, x, sched)
     with pytest.raises(TypeError, match=r"\bt_prev must be an int"):
         D.ddim_step(x, 5, bad, x, sched)
+
+
+def test_a_timestep_count_mismatch_under_dynamic_shapes_gives_the_numbers():
+    """Under torch.compile(dynamic=True) the batch and t's length are symbols in the Meta kernel, and the message
+    said "t must have 1 or sample.size(0) = a symbolic size entries, got a symbolic size" (session 44's message
+    review). It now reads the sizes as every other shape message does (an error path: the guard it adds is moot)."""
+    torch._dynamo.reset()
+    step = torch.compile(lambda eps, t, x, s: D.ddpm_step(eps, t, x, s), dynamic=True, fullgraph=True)
+    x = torch.randn(3, 4, 6)
+    with pytest.raises(Exception, match=r"t must have 1 or sample\.size\(0\) = 3 entries, got 2\b"):
+        step(torch.randn_like(x), torch.tensor([1, 2]), x, D.ddpm_schedule(20))

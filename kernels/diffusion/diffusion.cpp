@@ -104,11 +104,6 @@ void check_step_tensors(const at::Tensor& model_output, const at::Tensor& sample
   jk::check_positive(clip_sample_range, "clip_sample_range");
 }
 
-std::string sym_str(const c10::SymInt& v) {
-  const std::optional<int64_t> value = v.maybe_as_int();
-  return value ? std::to_string(*value) : std::string("a symbolic size");
-}
-
 // A timestep tensor: int32/int64, a scalar or one per batch row, on the sample's device (read there)
 // or a CPU scalar (read here).
 void check_time_tensor(const at::Tensor& t, const char* name, const at::Tensor& sample) {
@@ -116,10 +111,12 @@ void check_time_tensor(const at::Tensor& t, const char* name, const at::Tensor& 
                     " must be an int64 or int32 tensor, got ", t.scalar_type());
   TORCH_CHECK_VALUE(t.dim() <= 1, name, " must be a scalar or 1-D with one entry per batch row, got shape ",
                     jk::shape(t.sizes()));
-  // Symbolic counts: under torch.compile with dynamic shapes the batch size is a symbol here (Meta).
+  // Symbolic counts: under torch.compile with dynamic shapes the batch size is a symbol here (Meta). The message
+  // reads int sizes, as every shape message does: sizes() serves a fake tensor (numel() raises on one), and
+  // maybe_as_int had printed "a symbolic size" there.
   const c10::SymInt count = t.sym_numel(), batch = sample.sym_size(0);
-  TORCH_CHECK_VALUE(count == 1 || count == batch, name, " must have 1 or sample.size(0) = ", sym_str(batch),
-                    " entries, got ", sym_str(count));
+  TORCH_CHECK_VALUE(count == 1 || count == batch, name, " must have 1 or sample.size(0) = ",
+                    std::to_string(sample.size(0)), " entries, got ", std::to_string(t.size(0)));  // count != 1: t is 1-D
   TORCH_CHECK_VALUE(t.device() == sample.device() || (t.is_cpu() && count == 1), name, " is on ", t.device(),
                     " but sample is on ", sample.device(), ": pass ", name,
                     " on the sample's device (or as a CPU scalar)");
