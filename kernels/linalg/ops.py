@@ -433,6 +433,9 @@ class Shampoo(torch.optim.Optimizer):
     root_eps: regularization relative to each statistic's size: (S/||S||_F + root_eps I)^(-1/4)
       ||S||_F^(-1/4), which bounds the condition number by 1/root_eps, so the fixed Newton step
       count always converges (no host sync in step()). A statistic of zeros (no gradient yet) keeps the identity.
+      root_eps is at least the statistics' dtype's eps (float32, also for 16-bit parameters: 1.19e-7), on both
+      routes: a float32 statistic's rounding gives it eigenvalues down to about -1.5e-8 of its norm, which the
+      Newton iteration cannot clamp as eigh does (root_eps = 1e-12 gave NaN parameters, 1e-8 wild roots).
     root_method: "newton" (this family's kernel) or "eigh" (the usual, slow route; for comparison).
     """
 
@@ -501,6 +504,9 @@ class Shampoo(torch.optim.Optimizer):
             S = torch.stack([s for s, _, _ in items])
             frobenius = torch.linalg.matrix_norm(S)[:, None, None]
             norm = frobenius.clamp_min(torch.finfo(S.dtype).tiny)
+            # A float32 statistic's rounding leaves eigenvalues down to ~-1.5e-8 of its norm, which the Newton
+            # iteration roots as they are: root_eps = 1e-12 gave NaN, 1e-8 roots of ~5e6 (until session 44).
+            root_eps = max(root_eps, torch.finfo(S.dtype).eps)
             if method == "newton":
                 X = matrix_inverse_root(S / norm, 4, root_eps, max_cond=min(1e16, 1.01 / root_eps + 1),
                                         fallback="never")
