@@ -720,6 +720,20 @@ def test_cem_minimize_names_mean_given_as_a_list():
         fam.cem_minimize(lambda x: (x ** 2).sum(-1), [0.0, 0.0], torch.ones(2), 16, 4, 2)
 
 
+def test_cem_minimize_takes_a_number_std_for_every_dimension():
+    """std=0.5 raised the schema error of normal_out, an op the user never called; a number is every dimension's
+    std, the same run as torch.full_like(mean, 0.5); a negative one is refused by name."""
+    fn, mean = (lambda x: ((x - 0.3) ** 2).sum(-1)), torch.zeros(3)
+    torch.manual_seed(0)
+    given = fam.cem_minimize(fn, mean, 0.5, 64, 8, 3)
+    torch.manual_seed(0)
+    expected = fam.cem_minimize(fn, mean, torch.full_like(mean, 0.5), 64, 8, 3)
+    for a, b in zip(given, expected):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="std"):
+        fam.cem_minimize(fn, mean, -1.0, 64, 8, 3)
+
+
 # ---------------------------------------------------------------- the sampling/fused review
 
 @pytest.mark.parametrize("shape", [(), (2, 3)])

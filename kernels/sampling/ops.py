@@ -132,7 +132,10 @@ def _check_mean(mean) -> None:
 
 def _detached(mean, std):
     """CEM draws and refits without gradients (cem_update's outputs never require grad), so the loop runs on the
-    values: a mean or std that required grad (a network's output, an nn.Parameter) made normal's out= raise."""
+    values: a mean or std that required grad (a network's output, an nn.Parameter) made normal's out= raise.
+    A number std is every dimension's (std=1.0 raised the schema error of the internal op normal_out)."""
+    if isinstance(std, (int, float)) and not isinstance(std, bool):
+        std = torch.full_like(mean, std)
     return mean.detach(), (std.detach() if isinstance(std, torch.Tensor) else std)
 
 
@@ -155,6 +158,7 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     refit on the n_elite best (see cem_update), and track the best sample seen. Nothing syncs with
     the host, so the whole call can be captured as one CUDA graph when fn can. mean and std are taken as
     values: no gradient flows back to them (a mean that requires grad, e.g. a network's output, is fine).
+    std: a (d,) tensor like mean, or a number for every dimension.
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)
