@@ -82,11 +82,16 @@ def _keep_best(best_value, best_x, value, x, maximize):
     return torch.where(better, value, best_value), torch.where(better, x, best_x)
 
 
+def _lower_is_better(scores: torch.Tensor, maximize: bool) -> torch.Tensor:
+    """The scores as cem_update ranks them: lowest first, or negated when maximizing."""
+    return -scores if maximize else scores
+
+
 def _ranked(scores: torch.Tensor, maximize: bool) -> torch.Tensor:
     """Row indices, best first, in cem_update's order: NaN last, ties to the lower row (torch.sort puts NaN after
     +inf). torch.nan_to_num(nan=inf) had also turned +-inf into +-finfo.max, so an infinite score tied with the
     largest finite one and the lower row won: best_x and the distributed elite could be a worse row."""
-    return torch.sort(-scores if maximize else scores, stable=True).indices
+    return torch.sort(_lower_is_better(scores, maximize), stable=True).indices
 
 
 def _best_row(scores: torch.Tensor, maximize: bool) -> torch.Tensor:
@@ -95,7 +100,7 @@ def _best_row(scores: torch.Tensor, maximize: bool) -> torch.Tensor:
     cem_update's pick (NaN last, ties to the lower row). (float64 scores: +-inf ties with +-float64.max, which
     no objective returns.) The sort cost 68 us per iteration at n = 65536 on an H200, and a five-kernel exact
     pick 21-66 us (session 43, calls 2 and 4)."""
-    key = (-scores if maximize else scores).to(torch.float64)
+    key = _lower_is_better(scores, maximize).to(torch.float64)
     return torch.nan_to_num(key, nan=math.inf).argmin().view(1)
 
 
