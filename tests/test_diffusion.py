@@ -173,6 +173,58 @@ def test_ddpm_noise_is_standard_normal(device, dtype):
     assert torch.equal(a, D.ddpm_step(m, t, x, sched))  # reproducible from PyTorch's generator
 
 
+@pytest.mark.parametrize("step", ["ddpm", "ddim"])
+def test_steps_draw_from_a_given_generator(device, step):
+    """generator= (as diffusers' step takes one): its draws, not the default generator's, which stays where
+    it was; the same seed gives what torch.manual_seed of that seed gives; a generator of another device
+    is refused."""
+    sched = D.ddpm_schedule(100, device=device)
+    m, x, _ = step_inputs((4, 3, 50), torch.float32, device)
+
+    def call(generator):
+        if step == "ddpm":
+            return D.ddpm_step(m, 40, x, sched, generator=generator)
+        return D.ddim_step(m, 40, 20, x, sched, eta=1.0, generator=generator)
+
+    torch.manual_seed(0)
+    a = call(torch.Generator(device).manual_seed(5))
+    default_next = torch.randn(8, device=device)
+    torch.manual_seed(0)
+    assert torch.equal(call(torch.Generator(device).manual_seed(5)), a)
+    assert torch.equal(torch.randn(8, device=device), default_next)  # the default generator did not move
+    assert not torch.equal(call(torch.Generator(device).manual_seed(6)), a)
+    torch.manual_seed(5)
+    assert torch.equal(call(None), a)
+    if device == "cuda":
+        with pytest.raises(RuntimeError, match="generator"):
+            call(torch.Generator("cpu"))
+    torch.library.opcheck(D.ops.ddpm_step, (m, torch.tensor(40), x, sched),
+                          {"generator": torch.Generator(device).manual_seed(3)}, test_utils=("test_schema", "test_faketensor"))
+
+
+def test_a_schedule_in_descending_order_is_refused_or_nan(device):
+    """A table indexed by diffusers' descending `timesteps` steps the wrong way (alphas_cumprod rises from row
+    t - 1 to row t): a CPU table raises by name, a GPU one gives those rows NaN; row 0 (no previous row) and
+    a table in ascending order are untouched."""
+    ascending = D.ddpm_schedule(50)
+    descending = ascending.flip(0)
+    m, x, z = step_inputs((2, 3, 8), torch.float32, device)
+    t, t_prev = torch.tensor([0, 7], device=device), torch.tensor([-1, 3], device=device)
+    steps = {"ddpm": lambda table, t: D.ddpm_step(m, t, x, table.to(device), z),
+             "ddim": lambda table, t: D.ddim_step(m, t, t_prev, x, table.to(device), 0.5, z)}
+    for name, step in steps.items():
+        assert step(ascending, t).isfinite().all(), name
+        if device == "cpu":
+            with pytest.raises(ValueError, match=r"rows in ascending timestep order.*to row 7 in row 1;"):
+                step(descending, t)
+            with pytest.raises(ValueError, match="ascending timestep order"):
+                step(descending, 7)
+        else:
+            out = step(descending, t)
+            assert out[0].isfinite().all() and out[1].isnan().all(), name
+    assert D.ddpm_step(m, 0, x, descending.to(device), z).isfinite().all()  # row 0 steps to alpha_prod_prev = 1
+
+
 def test_noise_does_not_depend_on_the_code_path(device):
     """Element i always gets the same normal: 16-byte and scalar (misaligned) paths agree."""
     sched = D.ddpm_schedule(100, device=device)

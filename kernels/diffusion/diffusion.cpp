@@ -134,10 +134,20 @@ TimeArg make_time_arg(const at::Tensor& t, const at::Tensor& sample) {
 
 std::string row_suffix(int64_t rows, int64_t r) { return rows > 1 ? " in row " + std::to_string(r) : ""; }
 
-// Host-readable (CPU) timesteps are range-checked here. Timesteps on a GPU cannot be read without a host
-// sync: the kernels check them per row and write NaN to rows whose timestep is out of range (the
-// schedule is only indexed after that check, so it is never read out of bounds).
-void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch) {
+// A table whose alphas_cumprod rises from one step's timestep to the next: its rows are not in ascending
+// timestep order (diffusers' `timesteps` are descending), and the step would go the wrong way.
+void check_ascending(bool ascending, int64_t from, int64_t to, const std::string& where) {
+  TORCH_CHECK_VALUE(ascending, "schedule must hold its rows in ascending timestep order (alphas_cumprod falling), ",
+                    "but alphas_cumprod rises from row ", from < 0 ? "-1 (the final step)" : std::to_string(from),
+                    " to row ", std::to_string(to), where,
+                    "; a table indexed by diffusers' descending `timesteps` must be flipped");
+}
+
+// Host-readable (CPU) timesteps are range-checked here, and against a CPU table its order. Timesteps on a
+// GPU cannot be read without a host sync: the kernels check them per row and write NaN to rows whose
+// timestep is out of range or whose table rows are out of order (the schedule is only indexed after the
+// range check, so it is never read out of bounds).
+void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch, bool schedule_on_host) {
   // An empty batch's per-row timesteps hold nothing to check; a scalar t is checked whatever the batch.
   if (!t.is_cpu() || t.numel() == 0) return;
   const int64_t rows = fn.per_row() ? batch : 1;
@@ -145,10 +155,12 @@ void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch) 
     const int64_t v = fn.t.at(r);
     TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", std::to_string(fn.num_timesteps),
                       ") (the schedule's T), got ", std::to_string(v), row_suffix(rows, r));
+    if (schedule_on_host) check_ascending(fn.ascending_at(v), v - 1, v, row_suffix(rows, r));
   }
 }
 
-void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tensor& t_prev, int64_t batch) {
+void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tensor& t_prev, int64_t batch,
+                      bool schedule_on_host) {
   // As in check_ddpm_times: an empty batch's per-row timesteps hold nothing to check, a scalar one beside
   // them is checked (one row, read only from the scalar).
   const bool t_read = t.is_cpu() && t.numel() > 0, prev_read = t_prev.is_cpu() && t_prev.numel() > 0;
@@ -164,6 +176,7 @@ void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tenso
     if (t_read) {
       TORCH_CHECK_VALUE(p >= -1 && p < v, "t_prev must be in [-1, t) (-1: the final step), got t_prev = ",
                         std::to_string(p), " with t = ", std::to_string(v), row_suffix(rows, r));
+      if (schedule_on_host) check_ascending(fn.ascending_at(v, p), p, v, row_suffix(rows, r));
     } else {
       TORCH_CHECK_VALUE(p >= -1 && p < fn.num_timesteps - 1, "t_prev must be in [-1, T - 1) = [-1, ",
                         std::to_string(fn.num_timesteps - 1), "), got ", std::to_string(p), row_suffix(rows, r));
@@ -175,14 +188,15 @@ void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tenso
 
 template <typename scalar_t, typename CoefFn>
 void step_cpu(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
-              const at::Tensor* noise, const CoefFn& fn, bool clip, double range, bool draw) {
+              const at::Tensor* noise, const CoefFn& fn, bool clip, double range, bool draw,
+              const std::optional<at::Generator>& generator) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t n = out.numel(), inner = n / sample.size(0);
   const scalar_t* m = model_output.const_data_ptr<scalar_t>();
   const scalar_t* x = sample.const_data_ptr<scalar_t>();
   const scalar_t* z = noise ? noise->const_data_ptr<scalar_t>() : nullptr;
   scalar_t* o = out.mutable_data_ptr<scalar_t>();
-  const uint64_t seed = draw ? jk::cpu_philox_seed().seed : 0;  // offset 0: counters start at 0
+  const uint64_t seed = draw ? jk::cpu_philox_seed(generator).seed : 0;  // offset 0: counters start at 0
   const acc_t r = static_cast<acc_t>(range);
   const bool per_row = fn.per_row();
   at::parallel_for(0, n, jk::kCpuGrain, [&](int64_t begin, int64_t end) {
@@ -223,7 +237,8 @@ void step_cpu(const at::Tensor& out, const at::Tensor& model_output, const at::T
 // The part of ddpm_step and ddim_step after their checks: `out` is allocated, not Meta.
 template <typename CoefFn>
 void run_step(const at::Tensor& out, const at::Tensor& model_output, const at::Tensor& sample,
-              const std::optional<at::Tensor>& noise, const CoefFn& fn, bool clip, double range, bool draw) {
+              const std::optional<at::Tensor>& noise, const CoefFn& fn, bool clip, double range, bool draw,
+              const std::optional<at::Generator>& generator) {
   if (out.numel() == 0) return;
   const at::Tensor m = model_output.contiguous(), x = sample.contiguous();
   const at::Tensor z = noise.has_value() ? noise->contiguous() : at::Tensor();
@@ -231,7 +246,7 @@ void run_step(const at::Tensor& out, const at::Tensor& model_output, const at::T
   draw = draw && zp == nullptr;
 #ifdef JK_WITH_CUDA
   if (out.is_cuda()) {
-    jk::TorchCudaLaunch launch(out.device());  // the default generator draws the noise
+    jk::TorchCudaLaunch launch(out.device(), generator);  // draws the noise (default generator: None)
     if constexpr (std::is_same_v<CoefFn, DdpmCoefFn>) {
       ddpm_step_cuda(launch, out, m, x, z, fn, clip, range, draw);  // z: undefined without noise
     } else {
@@ -241,13 +256,14 @@ void run_step(const at::Tensor& out, const at::Tensor& model_output, const at::T
   }
 #endif
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, sample.scalar_type(), "diffusion_step_cpu", [&] {
-    step_cpu<scalar_t>(out, m, x, zp, fn, clip, range, draw);
+    step_cpu<scalar_t>(out, m, x, zp, fn, clip, range, draw, generator);
   });
 }
 
 at::Tensor ddpm_step(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& sample,
                      const at::Tensor& schedule, const std::optional<at::Tensor>& noise,
-                     c10::string_view prediction_type, bool clip_sample, double clip_sample_range) {
+                     c10::string_view prediction_type, bool clip_sample, double clip_sample_range,
+                     std::optional<at::Generator> generator) {
   check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
   check_time_tensor(t, "t", sample);
   const int prediction = parse_prediction(prediction_type);
@@ -255,16 +271,17 @@ at::Tensor ddpm_step(const at::Tensor& model_output, const at::Tensor& t, const 
   if (sample.is_meta()) return out;
   const at::Tensor sched = schedule.contiguous();  // alive until the (asynchronous) kernel has read it
   const DdpmCoefFn fn{sched.const_data_ptr<double>(), sched.size(0), make_time_arg(t, sample), prediction};
-  check_ddpm_times(fn, t, sample.size(0));
+  check_ddpm_times(fn, t, sample.size(0), schedule.is_cpu());
   const bool no_noise = t.is_cpu() && !fn.per_row() && fn.t.at(0) == 0;  // sigma_0 = 0: nothing to draw
-  run_step(out, model_output, sample, noise, fn, clip_sample, clip_sample_range, !no_noise);
+  run_step(out, model_output, sample, noise, fn, clip_sample, clip_sample_range, !no_noise, generator);
   return out;
 }
 
 at::Tensor ddim_step(const at::Tensor& model_output, const at::Tensor& t, const at::Tensor& t_prev,
                      const at::Tensor& sample, const at::Tensor& schedule, double eta,
                      const std::optional<at::Tensor>& noise, c10::string_view prediction_type, bool clip_sample,
-                     double clip_sample_range, bool set_alpha_to_one, bool use_clipped_model_output) {
+                     double clip_sample_range, bool set_alpha_to_one, bool use_clipped_model_output,
+                     std::optional<at::Generator> generator) {
   check_step_tensors(model_output, sample, schedule, noise, clip_sample_range);
   check_time_tensor(t, "t", sample);
   check_time_tensor(t_prev, "t_prev", sample);
@@ -275,10 +292,10 @@ at::Tensor ddim_step(const at::Tensor& model_output, const at::Tensor& t, const 
   const at::Tensor sched = schedule.contiguous();
   const DdimCoefFn fn{sched.const_data_ptr<double>(), sched.size(0), make_time_arg(t, sample),
                       make_time_arg(t_prev, sample), prediction, eta, set_alpha_to_one, use_clipped_model_output};
-  check_ddim_times(fn, t, t_prev, sample.size(0));
+  check_ddim_times(fn, t, t_prev, sample.size(0), schedule.is_cpu());
   // Without eta > 0 the noise term is zero and nothing is drawn (diffusers ignores `noise` then too).
   const std::optional<at::Tensor> used_noise = eta > 0 ? noise : std::nullopt;
-  run_step(out, model_output, sample, used_noise, fn, clip_sample, clip_sample_range, eta > 0);
+  run_step(out, model_output, sample, used_noise, fn, clip_sample, clip_sample_range, eta > 0, generator);
   return out;
 }
 
@@ -447,11 +464,11 @@ JK_LIBRARY(m) {
   jk::def_not_differentiable(m, "ddpm_schedule(int num_train_timesteps=1000, str beta_schedule=\"linear\", float beta_start=0.0001, "
         "float beta_end=0.02) -> Tensor");
   jk::def_differentiable(m, "ddpm_step(Tensor model_output, Tensor t, Tensor sample, Tensor schedule, Tensor? noise=None, "
-        "str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0) -> Tensor",
+        "str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0, Generator? generator=None) -> Tensor",
         jk::draws_tags());
   jk::def_differentiable(m, "ddim_step(Tensor model_output, Tensor t, Tensor t_prev, Tensor sample, Tensor schedule, float eta=0.0, "
         "Tensor? noise=None, str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0, "
-        "bool set_alpha_to_one=True, bool use_clipped_model_output=False) -> Tensor",
+        "bool set_alpha_to_one=True, bool use_clipped_model_output=False, Generator? generator=None) -> Tensor",
         jk::draws_tags());
   jk::def_differentiable(m, "conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int num_groups, "
         "int? padding=None, float eps=1e-05) -> Tensor");

@@ -61,7 +61,8 @@ struct TimeArg {
 // One row's update is linear in its inputs (x = sample, m = model output, z = noise):
 //   x0  = clip(a_x * x + a_m * m)
 //   out = p_x0 * x0 + p_x * x + p_m * m + p_z * z
-// `valid` is false when the row's timestep is out of range: the row becomes NaN, never zeros.
+// `valid` is false when the row's timestep is out of range or the table is not in ascending timestep order
+// there (ascending_at): the row becomes NaN, never zeros.
 // `absent` has a bit (1 << Term) for each term that the reference's formula does not have at all for
 // this scheduler and prediction type (a coefficient that is structurally 0): step_element leaves those
 // out, where a coefficient that merely comes out 0 (t = 0) multiplies as the reference does.
@@ -112,10 +113,17 @@ struct DdpmCoefFn {
 
   C10_HOST_DEVICE bool per_row() const { return t.ptr != nullptr && t.stride != 0; }
 
+  // For t in [0, T): whether abar falls from row t - 1 (1 before row 0) to row t, as it does in a table in
+  // ascending timestep order. One in diffusers' descending `timesteps` order would step the wrong way.
+  C10_HOST_DEVICE bool ascending_at(int64_t ti) const {
+    const double abar_prev = ti > 0 ? schedule[(ti - 1) * kScheduleCols + kAlphaCumprod] : 1.0;
+    return abar_prev >= schedule[ti * kScheduleCols + kAlphaCumprod];
+  }
+
   template <typename acc_t>
   C10_HOST_DEVICE StepCoefs<acc_t> get(int64_t row) const {
     const int64_t ti = t.at(row);
-    if (ti < 0 || ti >= num_timesteps) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
+    if (ti < 0 || ti >= num_timesteps || !ascending_at(ti)) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
     const double* r = schedule + ti * kScheduleCols;
     const double abar_prev = ti > 0 ? schedule[(ti - 1) * kScheduleCols + kAlphaCumprod] : 1.0;
     const Posterior post = ddpm_posterior(r[kAlphaCumprod], abar_prev, ti == 0);
@@ -140,13 +148,24 @@ struct DdimCoefFn {
     return (t.ptr != nullptr && t.stride != 0) || (t_prev.ptr != nullptr && t_prev.stride != 0);
   }
 
+  // abar of t_prev in [-1, t): the final step's is 1 (set_alpha_to_one) or row 0's.
+  C10_HOST_DEVICE double abar_prev(int64_t tp) const {
+    return tp >= 0 ? schedule[tp * kScheduleCols + kAlphaCumprod] : (alpha_to_one ? 1.0 : schedule[kAlphaCumprod]);
+  }
+
+  // As DdpmCoefFn::ascending_at: abar falls from t_prev to t in a table in ascending timestep order.
+  C10_HOST_DEVICE bool ascending_at(int64_t ti, int64_t tp) const {
+    return abar_prev(tp) >= schedule[ti * kScheduleCols + kAlphaCumprod];
+  }
+
   template <typename acc_t>
   C10_HOST_DEVICE StepCoefs<acc_t> get(int64_t row) const {
     const int64_t ti = t.at(row), tp = t_prev.at(row);
-    if (ti < 0 || ti >= num_timesteps || tp < -1 || tp >= ti) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
+    if (ti < 0 || ti >= num_timesteps || tp < -1 || tp >= ti || !ascending_at(ti, tp)) {
+      return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
+    }
     const double at = schedule[ti * kScheduleCols + kAlphaCumprod];
-    const double ap = tp >= 0 ? schedule[tp * kScheduleCols + kAlphaCumprod]
-                              : (alpha_to_one ? 1.0 : schedule[kAlphaCumprod]);
+    const double ap = abar_prev(tp);
     const double sa = schedule[ti * kScheduleCols + kSqrtAlphaCumprod];
     const double s1m = schedule[ti * kScheduleCols + kSqrtOneMinusAlphaCumprod];
     double a_x, a_m;

@@ -64,7 +64,7 @@ def ddpm_schedule(num_train_timesteps: int = 1000, beta_schedule: str = "linear"
 
 def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: torch.Tensor,
               noise: torch.Tensor | None = None, prediction_type: str = "epsilon", clip_sample: bool = True,
-              clip_sample_range: float = 1.0) -> torch.Tensor:
+              clip_sample_range: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
     """One DDPM reverse step x_t -> x_{t-1}: the numbers of diffusers' DDPMScheduler.step with
     variance_type="fixed_small", prev_t being the schedule table's previous row (strided inference
     timesteps: pass a strided table, below).
@@ -73,16 +73,18 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     float16 or bfloat16 (half types compute in float32). t: int, or an int32/int64 tensor holding a
     scalar or one timestep per batch row, on the sample's device (read there) or a CPU scalar.
     schedule: ddpm_schedule(...) on the sample's device, or rows of one (S[k:], or S[::k] for strided
-    inference; S[index_tensor] for other spacings), rows in ascending timestep order (a table in
-    diffusers' descending `timesteps` order steps the wrong way, unchecked): the step goes from row t
-    to row t - 1 of the table given, from its alphas_cumprod column, and row 0 is the final step
-    (alpha_prod_prev = 1, no noise), as diffusers.
+    inference; S[index_tensor] for other spacings), rows in ascending timestep order: the step goes
+    from row t to row t - 1 of the table given, from its alphas_cumprod column, and row 0 is the final
+    step (alpha_prod_prev = 1, no noise), as diffusers. A table in diffusers' descending `timesteps`
+    order would step the wrong way: where alphas_cumprod rises from row t - 1 to row t, a CPU table
+    raises ValueError and a GPU one (not read by the host) gives that row NaN.
     prediction_type: "epsilon", "v_prediction" or "sample"; the predicted x0 is clamped to
     +-clip_sample_range when clip_sample. Noise sigma_t*z is added for t > 0, z drawn in the kernel
-    unless `noise` is given. Returns a new contiguous tensor. Differentiable in model_output, sample
-    and noise (not schedule): the backward is autograd of reference.py's formula (PyTorch ops), with
-    drawn noise a constant, so a loss on a denoised result can reach the model through the whole
-    sampling loop.
+    unless `noise` is given, from `generator` (a torch.Generator on the sample's device; default: the
+    device's default generator, so torch.manual_seed reproduces it). Returns a new contiguous tensor.
+    Differentiable in model_output, sample and noise (not schedule): the backward is autograd of
+    reference.py's formula (PyTorch ops), with drawn noise a constant, so a loss on a denoised result
+    can reach the model through the whole sampling loop.
 
     Out-of-range t raises ValueError when the host can read it (Python int, CPU tensor). A t tensor on
     the GPU is not read by the host (that would sync): rows whose t is outside [0, T) come back as NaN
@@ -90,13 +92,13 @@ def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: tor
     """
     check_numbers(clip_sample_range=clip_sample_range)
     return _ops.ddpm_step(model_output, _as_timestep(t, "t"), sample, schedule, noise, prediction_type, clip_sample,
-                          clip_sample_range)
+                          clip_sample_range, generator)
 
 
 def ddim_step(model_output: torch.Tensor, t, t_prev, sample: torch.Tensor, schedule: torch.Tensor, eta: float = 0.0,
               noise: torch.Tensor | None = None, prediction_type: str = "epsilon", clip_sample: bool = True,
               clip_sample_range: float = 1.0, set_alpha_to_one: bool = True,
-              use_clipped_model_output: bool = False) -> torch.Tensor:
+              use_clipped_model_output: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
     """One DDIM step x_t -> x_{t_prev}: the numbers of diffusers' DDIMScheduler.step.
 
     Same conventions as ddpm_step; t_prev (int or tensor like t) must be in [-1, t), -1 meaning the
@@ -107,7 +109,8 @@ def ddim_step(model_output: torch.Tensor, t, t_prev, sample: torch.Tensor, sched
     """
     check_numbers(eta=eta, clip_sample_range=clip_sample_range)
     return _ops.ddim_step(model_output, _as_timestep(t, "t"), _as_timestep(t_prev, "t_prev"), sample, schedule, eta, noise,
-                          prediction_type, clip_sample, clip_sample_range, set_alpha_to_one, use_clipped_model_output)
+                          prediction_type, clip_sample, clip_sample_range, set_alpha_to_one, use_clipped_model_output,
+                          generator)
 
 
 # The steps' derivatives: autograd of reference.py's formulas. Noise enters linearly, so drawn noise (a
@@ -161,17 +164,17 @@ def _ddim_formula(t, t_prev, schedule, eta, options):
 
 
 def _ddpm_step_backward(ctx, grad):
-    m, t, x, schedule, noise, *options = _saved_inputs(ctx)
+    m, t, x, schedule, noise, *options, _generator = _saved_inputs(ctx)
     formula, valid = _ddpm_formula(t, schedule, options)
     g_m, g_x, g_z = _step_gradients(ctx, grad, "ddpm_step", formula, valid, m, x, noise, (0, 2, 4, 3))
-    return g_m, None, g_x, None, g_z, None, None, None
+    return g_m, None, g_x, None, g_z, None, None, None, None
 
 
 def _ddim_step_backward(ctx, grad):
-    m, t, t_prev, x, schedule, eta, noise, *options = _saved_inputs(ctx)
+    m, t, t_prev, x, schedule, eta, noise, *options, _generator = _saved_inputs(ctx)
     formula, valid = _ddim_formula(t, t_prev, schedule, eta, options)
     g_m, g_x, g_z = _step_gradients(ctx, grad, "ddim_step", formula, valid, m, x, noise, (0, 3, 6, 4))
-    return g_m, None, None, g_x, None, None, g_z, None, None, None, None, None
+    return g_m, None, None, g_x, None, None, g_z, None, None, None, None, None, None
 
 
 def _step_derivatives(name, formula, model_output, sample, schedule, noise):
@@ -184,11 +187,13 @@ def _step_derivatives(name, formula, model_output, sample, schedule, noise):
     return formula(model_output, sample, torch.zeros_like(sample) if noise is None else noise)
 
 
-def _ddpm_step_forward_formula(value, m, t, x, schedule, noise, *options):
+def _ddpm_step_forward_formula(value, m, t, x, schedule, noise, *rest):
+    *options, _generator = rest
     return _step_derivatives("ddpm_step", _ddpm_formula(t, schedule, options)[0], m, x, schedule, noise)
 
 
-def _ddim_step_forward_formula(value, m, t, t_prev, x, schedule, eta, noise, *options):
+def _ddim_step_forward_formula(value, m, t, t_prev, x, schedule, eta, noise, *rest):
+    *options, _generator = rest
     return _step_derivatives("ddim_step", _ddim_formula(t, t_prev, schedule, eta, options)[0], m, x, schedule, noise)
 
 
