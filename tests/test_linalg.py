@@ -363,6 +363,22 @@ def test_inverse_root_float32_gradient_of_close_eigenvalues(device, n, spread):
     assert ((ours.double() - exact).abs().max() / exact.abs().max()).item() < 2e-5
 
 
+@pytest.mark.parametrize("n,batch", [(5, ()), (5, (3,)), (40, (2,))])  # the small CPU route and the general one
+def test_inverse_root_outputs_take_in_place_ops_with_a_gradient(device, n, batch):
+    """The root and the residual are new tensors, as the schema says: with a gradient to record, they came back
+    as autograd views of the kernel's (nb, n, n) and (nb,) buffers, so `X /= 4` or `X.diagonal().add_(1)` raised
+    "Output 0 of matrix_inverse_root_backward is a view and is being modified inplace" (without a gradient, and
+    on the eigh route, they worked)."""
+    A = random_spd(n, 10, batch=batch, device=device).requires_grad_()
+    X, residual = linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never", return_residual=True)
+    assert not X._is_view() and not residual._is_view()
+    X.mul_(2)
+    residual.add_(1)
+    (ours,) = torch.autograd.grad(X.sum(), A)
+    (expected,) = torch.autograd.grad(2 * linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never").sum(), A)
+    torch.testing.assert_close(ours, expected, rtol=0, atol=0)
+
+
 def test_inverse_root_opcheck(device):
     A = random_spd(6, 10, batch=(2,), device=device).float()
     torch.library.opcheck(ops.matrix_inverse_root.default, (A, 4, 1e-6, 0.0))

@@ -9,6 +9,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/_unsafe_view.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -335,6 +336,15 @@ void inverse_root_small_cpu(const at::Tensor& A, const at::Tensor& X, const at::
   });
 }
 
+// The root and the residual in A's shape, as tensors of their own: a view of the (nb, n, n) and (nb,) buffers
+// (Tensor::view) became an autograd view when the call recorded a gradient, which refused in-place ops on it
+// ("Output 0 of matrix_inverse_root_backward is a view and is being modified inplace"). _unsafe_view reshapes
+// without that record, as ATen's own ops do for buffers of their own.
+std::tuple<at::Tensor, at::Tensor> new_outputs(const at::Tensor& X, const at::Tensor& residual, at::IntArrayRef shape,
+                                               at::IntArrayRef batch) {
+  return {at::_unsafe_view(X, shape), at::_unsafe_view(residual, batch)};
+}
+
 }  // namespace
 
 // Coupled Newton iteration for (A + eps I)^(-1/p) (Guo & Higham 2006), scaled per step:
@@ -391,7 +401,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
       done = inverse_root_small_cuda(launch, A_flat, X, residual, p, eps, schedule);
     }
 #endif
-    if (done) return {X.view(A_in.sizes()), residual.view(batch)};
+    if (done) return new_outputs(X, residual, A_in.sizes(), batch);
   }
 
   const at::NoTF32Guard no_tf32;  // float32 at::bmm in full precision, whatever the global flag says
@@ -439,7 +449,7 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
   // Diagonal input (n = 1, A = I, ...): the exact elementwise answer, as the reference
   // computes it (eigenvalues clamped at 0), and residual 0. Decided on the device: no sync.
   finish_diagonal(S, 0.5, X_out, residual, p, eps);
-  return {X_out.view(A_in.sizes()), residual.view(batch)};
+  return new_outputs(X_out, residual, A_in.sizes(), batch);
 }
 
 // ---------------------------------------------------------------- kron, per-sample grads
