@@ -2,7 +2,7 @@
 
 Each op has one valid call (SPECS). The sweep derives the cases from it: every tensor argument
 given the wrong dtype, the other device, one dimension more, one dimension less (0-dim), zero
-rows, a non-contiguous layout and a NaN; in-place / out arguments given an expanded (overlapping)
+rows, a sparse layout, a non-contiguous layout and a NaN; in-place / out arguments given an expanded (overlapping)
 tensor; and the op's own out-of-range scalars. A bad case must raise an ordinary Python exception
 whose message names the argument; a valid one (non-contiguous input, NaN data, zero rows where the
 op allows them) must give what the contiguous call or reference.py gives. The process must survive
@@ -178,6 +178,9 @@ def _mutations(spec, device):
         if name not in spec.int_tensors + spec.any_batch:
             yield f"{name}-extra-dim", name, lambda kw, n=name: {**kw, n: kw[n].unsqueeze(0).expand(2, *kw[n].shape)}, None
             yield f"{name}-0-dim", name, lambda kw, n=name: {**kw, n: kw[n].reshape(-1)[0].clone()}, None
+        # A sparse tensor reached no kernel, and the message said the build had none "for cpu tensors" (one
+        # "built without its CUDA half ... runs CPU tensors only"), naming no argument.
+        yield f"{name}-sparse", name, lambda kw, n=name: {**kw, n: kw[n].to_sparse()}, None
         if not is_int:
             yield f"{name}-non-contiguous", name, lambda kw, n=name: {**kw, n: _non_contiguous(kw[n])}, "same"
             if name not in spec.written:

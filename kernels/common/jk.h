@@ -222,6 +222,8 @@ void call_promoted(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
 // A call whose only tensor arguments are None finds no backend: torch raised "There were no tensor
 // arguments to this function ...", naming nothing. Every op's CompositeExplicitAutograd kernel (the one the
 // dispatcher takes with no tensor to go by, and for a backend we have no kernel for) says which argument.
+// A sparse (or mkldnn) tensor comes here too, its backend (SparseCPU, ...) having no kernel: it is named, and
+// asked to be dense (the message below had said that the build had no kernel "for cpu tensors").
 inline void no_backend_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   const auto inputs = torch::jit::last(*stack, arguments.size());
@@ -229,6 +231,9 @@ inline void no_backend_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet
   for (size_t i = 0; i < arguments.size(); ++i) {
     const at::Tensor tensor = inputs[i].isTensor() ? inputs[i].toTensor() : at::Tensor();
     if (arguments[i].type()->kind() == c10::TypeKind::TensorType) check_given(tensor, arguments[i].name().c_str());
+    TORCH_CHECK_VALUE(!tensor.defined() || tensor.layout() == at::kStrided, arguments[i].name(),
+                      " must be a dense (strided) tensor, got layout ", tensor.layout(), ": pass ",
+                      arguments[i].name(), ".to_dense()");
     if (tensor.defined() && !device) device = tensor.device();
   }
   TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " has no kernel for ",
