@@ -378,6 +378,20 @@ def test_inverse_root_outputs_take_in_place_ops_with_a_gradient(device, n, batch
     (expected,) = torch.autograd.grad(2 * linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never").sum(), A)
     torch.testing.assert_close(ours, expected, rtol=0, atol=0)
 
+@pytest.mark.parametrize("dtype,eigenvalues,eps", [(torch.float32, (1e3, 10.0, 1.0, 1e-9), 1e-6),
+                                                   (torch.float64, (1e8, 10.0, 1.0, 1e-9), 1e-9)])
+def test_inverse_root_gradient_of_widely_spread_eigenvalues(device, dtype, eigenvalues, eps):
+    """The backward formed f_i - f_j as f_j expm1(-log1p((l_i - l_j) / (l_j + eps)) / p): where
+    (l_i + eps) / (l_j + eps) is below the dtype's eps, 1 + (l_i - l_j) / (l_j + eps) rounds to 0, log1p gives
+    -inf and the whole gradient NaN (float32 diag(1e3, 10, 1, 1e-9) with eps = 1e-6, a rank-deficient
+    statistic's condition). The oracle, autograd of the float64 reference on the same matrix."""
+    A = torch.diag(torch.tensor(eigenvalues, dtype=torch.float64))
+    G = torch.randn(4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    A64 = A.clone().requires_grad_()
+    (exact,) = torch.autograd.grad(ref.matrix_inverse_root(A64, 4, eps), A64, G)
+    A_ = A.to(dtype=dtype, device=device).requires_grad_()
+    (ours,) = torch.autograd.grad(linalg.matrix_inverse_root(A_, 4, eps, fallback="never"), A_, G.to(dtype).to(device))
+    assert ((ours.double().cpu() - exact).abs().max() / exact.abs().max()).item() < 1e-5
 
 def test_inverse_root_opcheck(device):
     A = random_spd(6, 10, batch=(2,), device=device).float()

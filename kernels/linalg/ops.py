@@ -161,8 +161,13 @@ def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
     dl = torch.where(same, torch.ones_like(dl), dl)
     # f_i - f_j = f_j ((1 + dl_ij / shifted_j)^(-1/p) - 1), through log1p and expm1: the difference of the
     # rounded f values cancelled for close eigenvalues (float32 gradients of I + a small PSD part were up to
-    # 67% off).
-    f_diff = f.unsqueeze(-2) * torch.expm1(torch.log1p(dl / shifted.unsqueeze(-2)) * (-1.0 / p))
+    # 67% off). Where shifted_i < shifted_j / 2, log1p's argument nears -1 (it rounded to -1, -inf, once their ratio
+    # was below the dtype's eps: NaN gradients for float32 diag(1e3, 1, 1e-9)): there -log(shifted_j / shifted_i),
+    # through log1p of the transposed argument (>= 1). The untaken sides get 0 (finite double backward).
+    x = dl / shifted.unsqueeze(-2)
+    keep = x > -0.5
+    log_ratio = torch.where(keep, torch.log1p(torch.where(keep, x, 0.0)), -torch.log1p(torch.where(keep, 0.0, x.mT)))
+    f_diff = f.unsqueeze(-2) * torch.expm1(log_ratio * (-1.0 / p))
     F = torch.where(same, mid, f_diff / dl)
     grad_A = V @ (F * (V.mT @ grad_X @ V)) @ V.mT
     return (grad_A + grad_A.mT) / 2, None, None, None
