@@ -393,6 +393,22 @@ def test_inverse_root_gradient_of_widely_spread_eigenvalues(device, dtype, eigen
     (ours,) = torch.autograd.grad(linalg.matrix_inverse_root(A_, 4, eps, fallback="never"), A_, G.to(dtype).to(device))
     assert ((ours.double().cpu() - exact).abs().max() / exact.abs().max()).item() < 1e-5
 
+def test_inverse_root_gradient_of_small_distinct_eigenvalues(device):
+    """The backward took eigenvalues within 1e-9 of the *largest* one for equal: a float64 covariance with
+    eigenvalues (1, 1e-3, 1e-10, 1e-11) (whitening, p = 2) had its 1e-10 and 1e-11 treated as one, with f' in
+    place of their divided difference: the gradient was 32% off. Equal now means within 1e-9 of the pair."""
+    gen = torch.Generator().manual_seed(0)
+    Q, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=gen))
+    A = (Q * torch.tensor([1.0, 1e-3, 1e-10, 1e-11], dtype=torch.float64)) @ Q.T
+    A = ((A + A.T) / 2).to(device)
+    G = torch.randn(4, 4, dtype=torch.float64, generator=gen).to(device)
+    A64 = A.clone().requires_grad_()
+    (exact,) = torch.autograd.grad(ref.matrix_inverse_root(A64, 2, 1e-12), A64, G)
+    for fallback in ("never", "auto"):
+        A_ = A.clone().requires_grad_()
+        (ours,) = torch.autograd.grad(linalg.matrix_inverse_root(A_, 2, 1e-12, fallback=fallback), A_, G)
+        assert ((ours - exact).abs().max() / exact.abs().max()).item() < 1e-6
+
 def test_inverse_root_opcheck(device):
     A = random_spd(6, 10, batch=(2,), device=device).float()
     torch.library.opcheck(ops.matrix_inverse_root.default, (A, 4, 1e-6, 0.0))

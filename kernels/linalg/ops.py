@@ -149,14 +149,16 @@ def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
     # dA = V (F o (V^T dX V)) V^T with F_ij = (f_i - f_j) / (l_i - l_j), f'(l_i) on the diagonal.
     (A,) = ctx.saved_tensors
     p, eps = ctx.p, ctx.eps
-    if A.shape[-1] == 0:  # matrices of n = 0: nothing to differentiate (amax below has no eigenvalue to reduce)
+    if A.shape[-1] == 0:  # matrices of n = 0: nothing to differentiate
         return torch.zeros_like(A), None, None, None
     L, V = torch.linalg.eigh((A + A.mT) / 2)  # the forward uses only the symmetric part
     shifted = L + eps
     f = shifted.pow(-1.0 / p)
     df = -f / (p * shifted)
     dl = L.unsqueeze(-1) - L.unsqueeze(-2)
-    same = dl.abs() <= 1e-9 * L.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(1e-30)
+    # Equal within 1e-9 of the pair's own size (of the largest eigenvalue until session 45: a covariance's 1e-10 and
+    # 1e-11 counted as equal beside an eigenvalue of 1, and their gradient took f' for the divided difference)
+    same = dl.abs() <= 1e-9 * torch.maximum(L.abs().unsqueeze(-1), L.abs().unsqueeze(-2)).clamp_min(1e-30)
     mid = (df.unsqueeze(-1) + df.unsqueeze(-2)) / 2
     dl = torch.where(same, torch.ones_like(dl), dl)
     # f_i - f_j = f_j ((1 + dl_ij / shifted_j)^(-1/p) - 1), through log1p and expm1: the difference of the
