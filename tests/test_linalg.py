@@ -1071,6 +1071,29 @@ def test_shampoo_refuses_settings_that_break_it(kwargs):
         linalg.Shampoo([nn.Parameter(torch.randn(4, 3))], **kwargs)
 
 
+@pytest.mark.parametrize("shape", [(4,), (3, 4)])
+def test_shampoo_refuses_complex_parameters_before_changing_any_state(shape):
+    """A complex parameter was not refused: a 1-D one took an 'Adam' step with g * g for |g|^2 (0.1j off Adam's
+    step at lr 0.1), a 2-D one raised "A must be float32 or float64, got ComplexFloat" from the root, after every
+    earlier parameter's moments and step count had moved. Complex (and sparse) gradients are refused first."""
+    real = nn.Parameter(torch.randn(3, 4))
+    cplx = nn.Parameter(torch.randn(shape, dtype=torch.complex64))
+    real.grad, cplx.grad = torch.randn(3, 4), torch.randn(shape, dtype=torch.complex64)
+    opt = linalg.Shampoo([real, cplx], lr=0.1)
+    with pytest.raises(RuntimeError, match=r"param_groups\[0\]\['params'\]\[1\] is complex"):
+        opt.step()
+    assert not opt.state
+
+
+def test_shampoo_refuses_sparse_gradients_before_changing_any_state():
+    dense, emb = nn.Parameter(torch.randn(3, 4)), nn.Embedding(5, 3, sparse=True)
+    dense.grad = torch.randn(3, 4)
+    emb(torch.tensor([1])).sum().backward()
+    opt = linalg.Shampoo([{"params": [dense]}, {"params": emb.parameters()}])
+    with pytest.raises(RuntimeError, match=r"param_groups\[1\]\['params'\]\[0\] has a sparse gradient"):
+        opt.step()
+    assert not opt.state
+
 def test_shampoo_steps_a_parameter_of_no_rows():
     p = nn.Parameter(torch.randn(0, 7))
     p.grad = torch.zeros(0, 7)

@@ -436,6 +436,7 @@ class Shampoo(torch.optim.Optimizer):
     The direction L^(-1/4) m R^(-1/4) (m: Adam's first moment, bias-corrected) is grafted to
     Adam's step size: rescaled per parameter to the norm of Adam's direction. 1-D parameters
     (biases, norms) take Adam's step (the diagonal fallback). Weight decay is decoupled (AdamW).
+    Complex parameters and sparse gradients are refused (RuntimeError naming the parameter's place).
 
     root_eps: regularization relative to each statistic's size: (S/||S||_F + root_eps I)^(-1/4)
       ||S||_F^(-1/4), which bounds the condition number by 1/root_eps, so the fixed Newton step
@@ -531,14 +532,20 @@ class Shampoo(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        # Refused before any state moves (a complex parameter took a wrong 'Adam' step, g * g for |g|^2, or failed
+        # in the root after the earlier parameters' moments had moved, until session 45)
+        for i, group in enumerate(self.param_groups):
+            for j, p in enumerate(group["params"]):
+                if p.grad is not None and (p.grad.is_sparse or p.is_complex()):
+                    problem = "has a sparse gradient" if p.grad.is_sparse else f"is complex ({p.dtype})"
+                    raise RuntimeError(f"Shampoo: param_groups[{i}]['params'][{j}] {problem}, which Shampoo does not "
+                                       f"support")
         work, todo = [], []
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                if p.grad.is_sparse:
-                    raise RuntimeError("Shampoo does not support sparse gradients")
                 state = self.state[p]
                 if not state:
                     self._init_state(p, group)
