@@ -670,6 +670,32 @@ def test_per_sample_grads_of_linears_not_called_plainly(device, model):
         torch.testing.assert_close(ours[name], expected[name])
 
 
+@pytest.mark.parametrize("structure", ["tuple", "dict"])
+def test_per_sample_grads_of_a_model_returning_a_tuple_or_dict(device, structure):
+    """loss_fn gets what the model returns: a model with a Linear returning (logits, aux) or {"y": ...} raised
+    AttributeError "'tuple' object has no attribute 'unsqueeze'" (a model without a Linear, on torch.func alone,
+    worked)."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.scale = nn.Linear(5, 3), nn.Parameter(torch.randn(3))
+
+        def forward(self, x):
+            y = self.lin(x)
+            return (y, y * self.scale) if structure == "tuple" else {"y": y, "z": y * self.scale}
+
+    def loss_fn(out, t):
+        y, z = out if structure == "tuple" else (out["y"], out["z"])
+        return ((y - t) ** 2).mean() + (z ** 2).mean()
+
+    torch.manual_seed(0)
+    model = Model().to(device)
+    x, t = torch.randn(6, 5, device=device), torch.randn(6, 3, device=device)
+    got, expected = linalg.per_sample_grads(model, loss_fn, x, t), ref.per_sample_grads(model, loss_fn, x, t)
+    assert got.keys() == expected.keys()
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name])
+
 def test_memory_info(device):
     info = linalg.memory_info(device)
     assert set(info) == {"total", "free", "reserved", "allocated"}

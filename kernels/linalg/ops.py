@@ -273,7 +273,9 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
 
     if linears:
         with torch.enable_grad():
-            losses = torch.func.vmap(lambda o, t: loss_fn(o.unsqueeze(0), t.unsqueeze(0)))(outputs, targets)
+            # The model's output may be a tuple or dict of batched tensors (loss_fn gets it as the model gave it)
+            losses = torch.func.vmap(lambda o, t: loss_fn(torch.utils._pytree.tree_map(lambda a: a.unsqueeze(0), o),
+                                                          t.unsqueeze(0)))(outputs, targets)
         # A Linear's parameter that the graph also reaches outside its calls (a tied embedding, a direct
         # use in forward) would lose those terms here: such parameters go to torch.func below.
         shared = _used_outside_calls(losses, linears, calls, params)
