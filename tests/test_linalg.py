@@ -696,6 +696,22 @@ def test_per_sample_grads_of_a_model_returning_a_tuple_or_dict(device, structure
     for name in expected:
         torch.testing.assert_close(got[name], expected[name])
 
+def test_per_sample_grads_of_a_linear_subclass_with_its_own_forward(device):
+    """A subclass of nn.Linear whose forward transforms its weight and bias (StyleGAN's equalized learning rate;
+    QAT's fake-quantized weight) was taken for a plain Linear: its gradients came from the outer products,
+    off by the transform (here 1/c and 2x, silently). Such modules go through torch.func."""
+    class EqualLinear(nn.Linear):
+        def forward(self, x):
+            return nn.functional.linear(x, self.weight * 5 ** -0.5, self.bias * 0.5)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(EqualLinear(5, 4), nn.Tanh(), nn.Linear(4, 3)).to(device)
+    x, t = torch.randn(6, 5, device=device), torch.randn(6, 3, device=device)
+    loss_fn = nn.functional.mse_loss
+    got, expected = linalg.per_sample_grads(model, loss_fn, x, t), ref.per_sample_grads(model, loss_fn, x, t)
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name])
+
 def test_memory_info(device):
     info = linalg.memory_info(device)
     assert set(info) == {"total", "free", "reserved", "allocated"}

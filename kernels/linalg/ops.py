@@ -249,7 +249,7 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
     """Gradient of loss_fn(model(inputs[i:i+1]), targets[i:i+1]) for every sample i, as a
     dict parameter name -> (B, *param.shape), for the parameters that require grad.
 
-    nn.Linear layers (batch-first inputs) use one forward and two backwards of the whole batch
+    nn.Linear layers (batch-first inputs; nn.Linear's own forward, not a subclass's) use one forward and two backwards of the whole batch
     (the second checks that each Linear's rows are the samples' own) and the per_sample_grad_linear
     kernel; any other parameter, and a Linear whose rows are not per sample (tokens flattened to
     (B * T, in), a Linear of a parameter), uses torch.func (vmap of grad over
@@ -259,7 +259,9 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
     params = {name: p for name, p in model.named_parameters() if p.requires_grad}
     linears = {}  # module -> its parameter names (that require grad)
     for mod_name, mod in model.named_modules():
-        if isinstance(mod, nn.Linear):
+        # nn.Linear's own forward only: a subclass's (StyleGAN's equalized-lr weight * c, QAT's fake-quantized
+        # weight) made the outer products wrong by its transform (until session 45): such modules take torch.func
+        if isinstance(mod, nn.Linear) and getattr(mod.forward, "__func__", None) is nn.Linear.forward:
             prefix = f"{mod_name}." if mod_name else ""
             names = {kind: prefix + kind for kind in ("weight", "bias")
                      if getattr(mod, kind) is not None and prefix + kind in params}
