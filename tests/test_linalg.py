@@ -712,6 +712,19 @@ def test_per_sample_grads_of_a_linear_subclass_with_its_own_forward(device):
     for name in expected:
         torch.testing.assert_close(got[name], expected[name])
 
+def test_per_sample_grads_of_a_linear_whose_output_a_forward_hook_changes(device):
+    """The forward hook that records a Linear's output ran after the user's own forward hooks, so it saw an
+    output a hook had already changed (o * 2: activation steering, scaling) and took the gradient there: the
+    Linear's per-sample gradients came out halved, silently. It now runs first, on the Linear's own output."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 3)).to(device)
+    model[0].register_forward_hook(lambda mod, args, out: out * 2)
+    x, t = torch.randn(6, 5, device=device), torch.randn(6, 3, device=device)
+    loss_fn = nn.functional.mse_loss
+    got, expected = linalg.per_sample_grads(model, loss_fn, x, t), ref.per_sample_grads(model, loss_fn, x, t)
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name])
+
 def test_memory_info(device):
     info = linalg.memory_info(device)
     assert set(info) == {"total", "free", "reserved", "allocated"}

@@ -335,7 +335,8 @@ def _linear_calls(model, inputs, linears):
             versions.append((x._version, out._version))
             return out.clone() if copy else None
 
-        handles = [mod.register_forward_hook(hook, with_kwargs=True) for mod in linears]
+        # prepend: before the user's forward hooks, which may change the output (o * 2 halved the gradients)
+        handles = [mod.register_forward_hook(hook, with_kwargs=True, prepend=True) for mod in linears]
         try:
             with torch.enable_grad():
                 outputs = model(inputs)
