@@ -725,6 +725,20 @@ def test_per_sample_grads_of_a_linear_whose_output_a_forward_hook_changes(device
     for name in expected:
         torch.testing.assert_close(got[name], expected[name])
 
+def test_per_sample_grads_under_no_grad(device):
+    """Called under torch.no_grad (an evaluation or data-attribution loop), a model with a Linear raised
+    AttributeError "'NoneType' object has no attribute 'next_functions'": the check for a parameter used outside
+    its Linear's calls took a view's grad_fn, which no_grad leaves None. Everything else ran under enable_grad."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 4), nn.LayerNorm(4), nn.Linear(4, 3)).to(device)
+    x, t = torch.randn(6, 5, device=device), torch.randn(6, 3, device=device)
+    loss_fn = nn.functional.mse_loss
+    expected = ref.per_sample_grads(model, loss_fn, x, t)
+    with torch.no_grad():
+        got = linalg.per_sample_grads(model, loss_fn, x, t)
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name])
+
 def test_memory_info(device):
     info = linalg.memory_info(device)
     assert set(info) == {"total", "free", "reserved", "allocated"}

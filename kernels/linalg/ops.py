@@ -397,7 +397,8 @@ def _used_outside_calls(losses, linears, calls, params) -> set:
     for mod, names in linears.items():
         for name in names.values():
             p = params[name]
-            accumulate = p.view_as(p).grad_fn.next_functions[0][0]  # the leaf's node in the graph
+            with torch.enable_grad():  # under torch.no_grad the view had no grad_fn (AttributeError until session 45)
+                accumulate = p.view_as(p).grad_fn.next_functions[0][0]  # the leaf's node in the graph
             if edges.get(accumulate, 0) > n_calls.get(mod, 0):
                 shared.add(name)
     return shared
