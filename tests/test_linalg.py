@@ -739,6 +739,20 @@ def test_per_sample_grads_under_no_grad(device):
     for name in expected:
         torch.testing.assert_close(got[name], expected[name])
 
+def test_per_sample_grads_of_a_compiled_model(device):
+    """A torch.compile'd model (or submodule) runs its Linears inside one compiled autograd function: the outputs
+    the hooks record are not on the path from the loss, so their gradients were None and every Linear's
+    per-sample gradient came out 0, silently. Such Linears now go through torch.func (which runs the compiled
+    module); a Linear whose output the loss never uses still gets zeros."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 3)).to(device)
+    x, t = torch.randn(6, 5, device=device), torch.randn(6, 3, device=device)
+    loss_fn = nn.functional.mse_loss
+    expected = ref.per_sample_grads(model, loss_fn, x, t)
+    got = linalg.per_sample_grads(torch.compile(model, backend="aot_eager"), loss_fn, x, t)
+    for name in expected:
+        torch.testing.assert_close(got["_orig_mod." + name], expected[name])
+
 def test_memory_info(device):
     info = linalg.memory_info(device)
     assert set(info) == {"total", "free", "reserved", "allocated"}

@@ -249,12 +249,13 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
     """Gradient of loss_fn(model(inputs[i:i+1]), targets[i:i+1]) for every sample i, as a
     dict parameter name -> (B, *param.shape), for the parameters that require grad.
 
-    nn.Linear layers (batch-first inputs; nn.Linear's own forward, not a subclass's) use one forward and two backwards of the whole batch
-    (the second checks that each Linear's rows are the samples' own) and the per_sample_grad_linear
-    kernel; any other parameter, and a Linear whose rows are not per sample (tokens flattened to
-    (B * T, in), a Linear of a parameter), uses torch.func (vmap of grad over
-    samples, via functional_call on the same model: nothing is rebuilt). The model must
-    treat samples independently (eval-mode BatchNorm, no cross-sample layers).
+    nn.Linear layers (batch-first inputs; nn.Linear's own forward, not a subclass's) use one forward
+    and two backwards of the whole batch (the second checks that each Linear's rows are the samples'
+    own) and the per_sample_grad_linear kernel; any other parameter, and a Linear whose rows are not
+    per sample (tokens flattened to (B * T, in), a Linear of a parameter) or that runs inside a
+    torch.compile'd module, uses torch.func (vmap of grad over samples, via functional_call on the
+    same model: nothing is rebuilt). The model must treat samples independently (eval-mode
+    BatchNorm, no cross-sample layers).
     """
     params = {name: p for name, p in model.named_parameters() if p.requires_grad}
     linears = {}  # module -> its parameter names (that require grad)
@@ -285,8 +286,11 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
         with torch.enable_grad():
             grads_out = torch.autograd.grad(losses.sum(), [out for _, _, out in calls], allow_unused=True,
                                             retain_graph=True)
-        # A Linear whose rows are not the samples' own would get the wrong outer products: to torch.func too.
-        for mod in _calls_mixing_samples(losses, calls, grads_out, batch):
+        # A Linear whose rows are not the samples' own would get the wrong outer products: to torch.func too. So
+        # does one whose recorded output the losses' graph does not reach: in a torch.compile'd model the gradient
+        # flows through the compiled function, not through that tensor (every gradient came out 0 until session 45).
+        unreached = {mod for (mod, _, _), g in zip(calls, grads_out) if g is None}
+        for mod in _calls_mixing_samples(losses, calls, grads_out, batch) | unreached:
             shared |= set(linears[mod].values())
         if shared:
             linears = {mod: {k: n for k, n in names.items() if n not in shared} for mod, names in linears.items()}
