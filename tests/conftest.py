@@ -1,5 +1,8 @@
 """Shared test fixtures: the devices to run on, and seeded randomness."""
+import math
 import os
+import time
+
 import pytest
 import torch
 
@@ -50,6 +53,24 @@ def on_two_gpus(fn, *args, seed=0):
     got_device = got[0].device if isinstance(got, tuple) else got.device
     assert got_device == second, f"the result is on {got_device}, not on the inputs' device"
     return want, to_cpu(got)
+
+def min_cpu_seconds(fn, repeats=7):
+    """The least CPU time of `repeats` calls of fn() (after one warm-up) on this thread, torch held to one
+    thread: for tests that compare two costs of the same op (a scaling ratio, not a wall-clock bar), which
+    other processes' load barely moves."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fn()
+        best = math.inf
+        for _ in range(repeats):
+            start = time.thread_time()
+            fn()
+            best = min(best, time.thread_time() - start)
+        return best
+    finally:
+        torch.set_num_threads(threads)
+
 
 # Tolerances for comparing against reference.py (atol, rtol) by dtype.
 TOLERANCES = {

@@ -60,6 +60,22 @@ void normal_cpu_kernel(T* out, const P* mean, const P* std, int64_t total, int64
   constexpr int kPer = normals_per_call<T>();
   constexpr int64_t kChunkCalls = 256;  // drawn into z at once, then scaled row segment by row segment
   const int64_t calls = (total + kPer - 1) / kPer;
+  // Narrow rows are scaled a period of whole rows at a time: mean and std repeated to at least kMinPeriod
+  // values, so that each run below pays its division and its loop set-up once per period, not once per row
+  // (one thread, 2^22 values: d = 1 took 37 ms, 3.4x d = 1024's time and 2x eager's).
+  constexpr int64_t kMinPeriod = 256;
+  std::vector<P> repeated;
+  int64_t period = d;
+  if (d < kMinPeriod) {
+    period = (kMinPeriod + d - 1) / d * d;
+    repeated.resize(2 * period);
+    for (int64_t j = 0; j < period; ++j) {
+      repeated[j] = mean[j % d];
+      repeated[period + j] = std[j % d];
+    }
+    mean = repeated.data();
+    std = repeated.data() + period;
+  }
   at::parallel_for(0, calls, 4096, [&](int64_t c0, int64_t c1) {
     float z[kChunkCalls * kPer];
     jk::OpmathSegment<T, kChunkCalls * kPer> out_seg;  // P is T's opmath type
@@ -68,7 +84,7 @@ void normal_cpu_kernel(T* out, const P* mean, const P* std, int64_t total, int64
       normals_batch_cpu<kPer>(seed, static_cast<uint64_t>(c), chunk, z);
       const int64_t begin = c * kPer, end = std::min(total, (c + chunk) * kPer);
       for (int64_t i = begin; i < end;) {
-        const int64_t col = i % d, run = std::min(end - i, d - col);
+        const int64_t col = i % period, run = std::min(end - i, period - col);
         const float* zi = z + (i - begin);
         P* values = out_seg.target(out + i);
         for (int64_t k = 0; k < run; ++k) {
