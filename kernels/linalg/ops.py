@@ -45,13 +45,16 @@ def _check_arguments(A: torch.Tensor, p, eps, max_cond) -> None:
 def _eigh_is_faster(A) -> bool:
     """On the CPU LAPACK's eigh beats the iteration's matrix products for one matrix of n >= 64 (2 cores,
     float32: n=64 1.3-1.8x, n=256 2.2x, n=512 2.9x; float64 3-5x), not below (n=48: 171 vs 249 us, its
-    fixed cost), nor for batches (eigh takes them one at a time: 16 x n=32 917 vs 388 us). Not when A
+    fixed cost), and for batches of n >= 128, not below (eigh takes them one at a time: 16 x n=32 917 vs
+    388 us, 16 x n=64 about even; one thread, float32: 4 x n=128 4.4 vs 6.6 ms, 4 x n=256 18 vs 47 ms,
+    2 x n=512 54 vs 182 ms; float64 4 x n=256 33 vs 216 ms, session 45; batches stayed on the iteration until
+    then). Not when A
     needs a gradient: eigh's own backward fails on equal eigenvalues, where the op's does not. Not where
     "auto" acts as "never" (_no_sync_wanted): the route reads A's finiteness on the host. That is asked before n is
     compared: under torch.compile and torch.export the comparison guarded a symbolic n (a graph more past n = 64,
     and export refused a dynamic n beyond 63)."""
-    return (isinstance(A, torch.Tensor) and A.device.type == "cpu" and A.dim() == 2 and not _no_sync_wanted(A)
-            and A.shape[-1] >= 64 and not (A.requires_grad and torch.is_grad_enabled()))
+    return (isinstance(A, torch.Tensor) and A.device.type == "cpu" and A.dim() >= 2 and not _no_sync_wanted(A)
+            and A.shape[-1] >= (64 if A.dim() == 2 else 128) and not (A.requires_grad and torch.is_grad_enabled()))
 
 
 def _check_finite(A: torch.Tensor) -> None:
@@ -93,8 +96,8 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       ones that did not converge with eigh; it raises ValueError if A holds NaN or Inf. Under
       torch.compile or CUDA graph capture "auto" acts as "never". "never": no check, no sync
       (non-finite input gives NaN). "always": eigh only (the slow route on the GPU).
-      On the CPU, "auto" takes one (n, n) matrix with n >= 64 that needs no gradient straight to
-      eigh, which is faster there (2-5x at n = 256).
+      On the CPU, "auto" takes one (n, n) matrix with n >= 64, or a batch of them with n >= 128, that needs
+      no gradient straight to eigh, which is faster there (2-6x at n = 256).
     Diagonal matrices (n = 1, A = I) are computed exactly, elementwise.
     Negative eigenvalues (A not quite PSD after rounding): the eigh routes and reference.py clamp them at 0;
       the Newton iteration roots A + eps I as it is, so an eigenvalue in (-eps, 0) gives a larger root there,
@@ -103,7 +106,7 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
     Differentiable in A (backward through eigh: exact for symmetric A, slower than forward).
     Returns X, or (X, residual) with residual = ||M - I||_F per matrix if return_residual: the
       iteration's, also for matrices "auto" then recomputed with eigh; 0 where eigh alone ran ("always",
-      and the CPU's one-large-matrix "auto" route above).
+      and the CPU's large-matrix "auto" route above).
     """
     check_numbers(eps=eps, max_cond=max_cond)
     if fallback not in ("auto", "never", "always"):
