@@ -313,7 +313,7 @@ def test_narrow_rows_with_per_row_timesteps_cost_about_what_wide_rows_cost():
         narrow = min_cpu_seconds(lambda: step(2, width_noise[2]))
         wide = min_cpu_seconds(lambda: step(1024, width_noise[1024]))
         given = "given" if noise is not None else "drawn"
-        assert narrow < 3 * wide, f"noise {given}, rows of 2: {narrow * 1e3:.1f} ms, of 1024: {wide * 1e3:.1f} ms"
+        assert narrow < 4 * wide, f"noise {given}, rows of 2: {narrow * 1e3:.1f} ms, of 1024: {wide * 1e3:.1f} ms"
         assert torch.equal(step(2, width_noise[2]).flatten(), step(1024, width_noise[1024]).flatten())
 
 

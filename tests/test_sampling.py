@@ -143,7 +143,7 @@ def test_normal_narrow_rows_cost_about_what_wide_rows_cost():
 
     narrow = min_cpu_seconds(lambda: draw(torch.zeros(1), torch.ones(1), n))
     wide = min_cpu_seconds(lambda: draw(torch.zeros(1024), torch.ones(1024), n // 1024))
-    assert narrow < 1.6 * wide, f"d = 1: {narrow * 1e3:.1f} ms, d = 1024: {wide * 1e3:.1f} ms for {n} values"
+    assert narrow < 1.8 * wide, f"d = 1: {narrow * 1e3:.1f} ms, d = 1024: {wide * 1e3:.1f} ms for {n} values"
     z = draw(torch.zeros(1024), torch.ones(1024), 3).flatten()
     mean, std = torch.tensor([1.0, -2.0, 3.0]), torch.tensor([0.5, 1.0, 2.0])
     torch.testing.assert_close(draw(mean, std, 1024), mean + std * z.view(1024, 3))
