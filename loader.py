@@ -752,6 +752,10 @@ def vjp_by_autograd(formula, inputs, needs_input_grad, grad_output):
             args[i] = inputs[i].detach().requires_grad_()
     with torch.enable_grad():
         output = formula(*args)
+        # No wanted input reaches the output (ddim_step's noise at eta = 0): zeros, as torch.func.vjp gives
+        # (autograd.grad raised "element 0 of tensors does not require grad", session 45's derivative review).
+        if not output.requires_grad:
+            return tuple(torch.zeros_like(x) if i in wanted else None for i, x in enumerate(inputs))
         grads = torch.autograd.grad(output, [args[i] for i in wanted], grad_output.to(output.dtype),
                                     create_graph=create_graph, allow_unused=True)
     for i, grad in zip(wanted, grads):

@@ -167,6 +167,20 @@ def test_ddim_step_is_differentiable(device, eta, use_clipped_model_output):
     assert torch.autograd.gradgradcheck(step, (m, x, z))
 
 
+def test_ddim_step_with_eta_0_has_zero_gradient_in_noise_alone(device):
+    """eta = 0 never reads the noise. With only the noise requiring grad, the backward's formula came out with
+    no graph at all, and the backward raised torch's "element 0 of tensors does not require grad and does not
+    have a grad_fn" (session 45's derivative review); torch.func.grad gave zeros. Both give zeros now."""
+    sched = schedule(device)
+    m, x, z = rand(2, 6, device=device, grad=False), rand(2, 6, device=device, grad=False), rand(2, 6, device=device)
+    step = lambda z: diffusion.ddim_step(m, 7, 3, x, sched, 0.0, z)  # noqa: E731
+    (g,) = torch.autograd.grad(step(z).sum(), z)
+    assert (g == 0).all()
+    assert (torch.func.grad(lambda z: step(z).sum())(z.detach()) == 0).all()
+    (g,) = torch.autograd.grad(step(z).sum(), z, create_graph=True)
+    assert (g == 0).all()
+
+
 def test_steps_are_not_differentiable_in_the_schedule(device):
     sched = schedule(device).requires_grad_()
     m, x = rand(2, 3, device=device), rand(2, 3, device=device, grad=False)
