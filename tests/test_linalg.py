@@ -352,6 +352,23 @@ def test_inverse_root_gradcheck(device):
     assert torch.autograd.gradcheck(lambda a: linalg.matrix_inverse_root(a, 2, 0.0, fallback="never"), (A,))
 
 
+def test_inverse_root_residual_carries_no_gradient(device):
+    """The residual is a diagnostic the backward has no formula for: it used to require grad on the
+    iteration's routes, and a loss on it gave A a gradient of zeros in silence (session 45's derivative
+    review). Like the eigh route's, it is now a constant for autograd, and X's gradient is unchanged."""
+    A = random_spd(4, 8, device=device).requires_grad_()
+    (expected,) = torch.autograd.grad(linalg.matrix_inverse_root(A, 4, 1e-3).sum(), A)
+    for fallback in ("never", "auto", "always"):
+        X, residual = linalg.matrix_inverse_root(A, 4, 1e-3, max_cond=10.0, fallback=fallback, return_residual=True)
+        assert not residual.requires_grad, fallback
+        (got,) = torch.autograd.grad(X.sum() + residual.sum(), A)
+        torch.testing.assert_close(got, expected)
+    X, residual = torch.func.vmap(lambda a: linalg.matrix_inverse_root(a, 4, 1e-3, fallback="never",
+                                                                       return_residual=True))(A.detach()[None])
+    torch.testing.assert_close(torch.func.grad(lambda a: linalg.matrix_inverse_root(
+        a, 4, 1e-3, fallback="never", return_residual=True)[0].sum())(A.detach()), expected)
+
+
 @pytest.mark.parametrize("n,spread", [(6, 1e-7), (6, 1e-5), (40, 1e-3), (40, 0.1)])
 def test_inverse_root_float32_gradient_of_close_eigenvalues(device, n, spread):
     """The backward's divided differences (f_i - f_j) / (l_i - l_j) were formed from rounded f values: for
