@@ -743,9 +743,14 @@ def vjp_by_autograd(formula, inputs, needs_input_grad, grad_output):
     # The vjp_fn of a finished torch.func.vjp runs backward on that level's saved tensors, now dead
     # wrappers, which no transform can differentiate: the tensors they wrap (as autograd.Function.apply does)
     inputs = torch._functorch.utils.unwrap_dead_wrappers(tuple(inputs))
-    if torch._C._are_functorch_transforms_active():  # this level's tensors: torch.func.vjp, not autograd.grad
-        return _vjp_by_functorch(formula, inputs, wanted, grad_output)
     create_graph = torch.is_grad_enabled()
+    in_graph = sum(isinstance(x, torch.Tensor) and x.requires_grad for x in inputs) if create_graph else 0
+    # Under torch.func transforms, this level's tensors: torch.func.vjp, not autograd.grad. Also for create_graph
+    # with two or more inputs in the outer graph: autograd.grad from them also took that graph's paths between
+    # them (model_output = net(sample)), which autograd then added again (ddpm_step's gradient in sample was
+    # wrong, session 45's derivative review). torch.func.vjp takes ~1.4x as long on the CPU.
+    if in_graph > 1 or torch._C._are_functorch_transforms_active():
+        return _vjp_by_functorch(formula, inputs, wanted, grad_output)
     args = list(inputs)
     for i in wanted:  # a graph of its own, from detached inputs, where no graph is to be kept or joined
         if not (create_graph and inputs[i].requires_grad):
@@ -766,7 +771,7 @@ def vjp_by_autograd(formula, inputs, needs_input_grad, grad_output):
 def _vjp_by_functorch(formula, inputs, wanted, grad_output):
     """vjp_by_autograd under torch.func transforms: a backward there sees the transform level's tensors,
     which torch.autograd.grad cannot differentiate at their level; torch.func.vjp can, and its gradients
-    are differentiable by any outer level."""
+    are differentiable by any outer level (plain autograd's too: a backward with create_graph=True)."""
     def formula_of_wanted(*wanted_inputs):
         args = list(inputs)
         for i, value in zip(wanted, wanted_inputs):

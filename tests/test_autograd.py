@@ -181,6 +181,35 @@ def test_ddim_step_with_eta_0_has_zero_gradient_in_noise_alone(device):
     assert (g == 0).all()
 
 
+def test_create_graph_with_one_input_computed_from_another_matches_the_reference(device):
+    """model_output = net(sample), as in every denoising loop: with create_graph=True the backward took
+    autograd.grad from the inputs themselves, which also followed net's path from model_output back to sample,
+    and autograd then added that path once more (ddpm_step's gradient in sample came out 0.695 for 0.667, its
+    second derivative -1.01 for -0.68; gaussian_score(x, x[0], P) had x's gradient doubled) (session 45's
+    derivative review)."""
+    sched = schedule(device)
+    net = torch.nn.Linear(3, 3).to(F64).to(device)
+    x, z = rand(4, 3, device=device), rand(4, 3, device=device, grad=False)
+    precision = torch.eye(3, dtype=F64, device=device) + 0.1 * rand(3, 3, device=device, grad=False)
+    cases = {
+        "ddpm_step": lambda ops: ops.ddpm_step(net(x), 5, x, sched, z, clip_sample=False),
+        "ddim_step": lambda ops: ops.ddim_step(net(x), 5, 2, x, sched, 0.5, z, clip_sample=False),
+        "gaussian_score": lambda ops: ops.gaussian_score(x, x[0], precision),
+    }
+    for name, step in cases.items():
+        def derivatives(ops):
+            (g,) = torch.autograd.grad(step(ops).pow(2).sum(), x, create_graph=True)
+            return g, *torch.autograd.grad(g.pow(2).sum(), (x, net.weight), allow_unused=True)
+
+        ref = diffusion.reference if name != "gaussian_score" else ebm.reference
+        ours_ops = diffusion if name != "gaussian_score" else ebm
+        for got, expected in zip(derivatives(ours_ops), derivatives(ref)):
+            if expected is None:
+                assert got is None, name
+            else:
+                torch.testing.assert_close(got, expected, msg=name)
+
+
 def test_steps_are_not_differentiable_in_the_schedule(device):
     sched = schedule(device).requires_grad_()
     m, x = rand(2, 3, device=device), rand(2, 3, device=device, grad=False)
