@@ -543,6 +543,37 @@ def test_per_sample_grads_mlp_matches_loop(device, loss):
     assert all(p.grad is None for p in model.parameters())  # .grad left alone
 
 
+def test_per_sample_grads_under_no_grad(device):
+    """Called where grad mode is off (an optimizer's step runs under torch.no_grad, as torch.optim's do) it
+    raised AttributeError ("'NoneType' object has no attribute 'next_functions'") until session 45: the
+    parameters' graph nodes were looked up with gradients off. The reference's loop works there too."""
+    model = _mlp(device)
+    x = torch.randn(6, 5, dtype=torch.float64, device=device)
+    y = torch.randn(6, 3, dtype=torch.float64, device=device)
+    expected = ref.per_sample_grads(model, nn.functional.mse_loss, x, y)
+    with torch.no_grad():
+        ours = linalg.per_sample_grads(model, nn.functional.mse_loss, x, y)
+    assert list(ours) == list(expected)
+    for name in expected:
+        torch.testing.assert_close(ours[name], expected[name])
+
+
+def test_per_sample_grads_under_autocast_have_the_parameters_dtypes(device):
+    """Under torch.autocast a Linear after another layer sees a 16-bit input and output gradient, and its
+    per-sample gradients came out in that 16-bit dtype until session 45, beside float32 ones for the first
+    Linear and torch.func's parameters (p.grad and the reference give the parameter's dtype)."""
+    model = _mlp(device).float()
+    x = torch.randn(6, 5, device=device)
+    y = torch.randn(6, 3, device=device)
+    with torch.autocast(device, dtype=torch.bfloat16):
+        expected = ref.per_sample_grads(model, nn.functional.mse_loss, x, y)
+        ours = linalg.per_sample_grads(model, nn.functional.mse_loss, x, y)
+    assert list(ours) == list(expected)
+    for name, p in model.named_parameters():
+        assert ours[name].dtype == p.dtype, name
+        torch.testing.assert_close(ours[name], expected[name], atol=2e-2, rtol=2e-2)
+
+
 def test_per_sample_grads_mixed_model_uses_func(device):
     model = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), nn.GELU(), nn.Linear(6, 2)).to(device, torch.float64)
     x = torch.randn(5, 4, dtype=torch.float64, device=device)

@@ -314,6 +314,7 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
             for kind, value in (("weight", gw), ("bias", gb)):
                 if kind in names:
                     name = names[kind]
+                    value = value.to(params[name].dtype)  # autocast's 16-bit x and g: p.grad's dtype is p's
                     result[name] = value if name not in result else result[name] + value
         for names in linears.values():  # layers the forward never reached
             for name in names.values():
