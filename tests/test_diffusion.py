@@ -1032,6 +1032,22 @@ def test_a_timestep_that_is_not_an_integer_is_refused_by_name(bad):
         D.ddim_step(x, 5, bad, x, sched)
 
 
+def test_steps_trace_with_tensor_timesteps_under_fx():
+    """torch.fx.symbolic_trace passes a tensor timestep as a Proxy (a tensor-like, not a torch.Tensor), which
+    the steps refused until session 45 ("t must be an int or an integer tensor, got Proxy")."""
+    sched = D.ddpm_schedule(50)
+
+    class Denoise(torch.nn.Module):
+        def forward(self, m, x, t, t_prev):
+            return D.ddpm_step(m, t, x, sched, noise=torch.zeros_like(x)), D.ddim_step(m, t, t_prev, x, sched)
+
+    traced = torch.fx.symbolic_trace(Denoise())
+    m, x, t, t_prev = torch.randn(3, 4), torch.randn(3, 4), torch.tensor([7, 3, 9]), torch.tensor([2, -1, 4])
+    ddpm, ddim = traced(m, x, t, t_prev)
+    assert torch.equal(ddpm, D.ddpm_step(m, t, x, sched, noise=torch.zeros_like(x)))
+    assert torch.equal(ddim, D.ddim_step(m, t, t_prev, x, sched))
+
+
 def test_a_timestep_count_mismatch_under_dynamic_shapes_gives_the_numbers():
     """Under torch.compile(dynamic=True) the batch and t's length are symbols in the Meta kernel, and the message
     said "t must have 1 or sample.size(0) = a symbolic size entries, got a symbolic size" (session 44's message

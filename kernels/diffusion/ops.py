@@ -38,8 +38,9 @@ SCHEDULE_COLUMNS = (
 
 def _as_timestep(t, name: str) -> torch.Tensor:
     """Python ints become CPU int64 scalars: read and range-checked on the host, no device copy. Anything
-    else but a tensor is refused by name (a float was truncated, None and lists raised int()'s error)."""
-    if isinstance(t, torch.Tensor):
+    else but a tensor is refused by name (a float was truncated, None and lists raised int()'s error). A
+    tensor-like (torch.fx's Proxy, a __torch_function__ wrapper) goes to the op as a tensor does."""
+    if torch.overrides.is_tensor_like(t):
         return t
     if isinstance(t, (int, torch.SymInt)):  # not operator.index: under torch.compile it pinned each value of a
         return torch.tensor(t, dtype=torch.int64)  # varying t (a graph per timestep; past 8, an error or eager)
