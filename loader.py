@@ -16,6 +16,7 @@ cache miss or the CLI imports. Run `python loader.py --help` for the CLI.
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import functools
 import hashlib
 import importlib.machinery
@@ -791,6 +792,26 @@ def _below_autograd(op, keyset, args):
         return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
 
+def _reduce_family_object(family: str, namespace: str, name: str, obj):
+    """pickle (and copy) of an instance of a class that a family's ops.py exports (CEMResult, Shampoo), registered
+    with copyreg by Family._bind. Pickled by reference, the class named the build's private module
+    `_jk_ops_<namespace>`, which no other process can import: torch.load of a saved CEMResult or Shampoo in a new
+    process raised ModuleNotFoundError (session 45). The same reduction, with the class named by family and
+    build instead (_new_family_object)."""
+    function, args, *rest = obj.__reduce_ex__(2)
+    if function is not copyreg.__newobj__:
+        return (function, args, *rest)
+    return (_new_family_object, (family, namespace, name, tuple(args[1:])), *rest)
+
+
+def _new_family_object(family: str, namespace: str, name: str, args: tuple):
+    """An unpickled instance of ops.py's class `name`: that of the build it was pickled from where this process
+    has that build, else that of the family's current build (loaded from the default kernels root)."""
+    module = sys.modules.get(f"_jk_ops_{namespace}")
+    cls = getattr(module if module is not None else load(family), name)
+    return cls.__new__(cls, *args)
+
+
 def _reference_module(family: str, path: Path) -> types.ModuleType:
     """A family's reference.py, run on first use (a reload runs an edited one anew): Family.reference,
     and ops.py's load_reference for backward formulas. One module per file: two kernels roots holding a
@@ -865,6 +886,9 @@ class Family:
         # without its ops for good), and old ones are only replaced, never deleted first (other threads
         # calling an op during a reload found it missing: session 40's review).
         ops = {op: getattr(source, op) for op in names}
+        for op, value in ops.items():  # its classes pickle by family and build, not by the private module's name
+            if ops_module is not None and isinstance(value, type) and value.__module__ == ops_module.__name__:
+                copyreg.pickle(value, functools.partial(_reduce_family_object, spec.name, spec.namespace, op))
         for op, value in ops.items():
             setattr(self, op, value)
         for op in set(self._op_names) - set(ops):

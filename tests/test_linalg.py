@@ -902,6 +902,30 @@ def test_shampoo_state_dict_keeps_half_parameters_statistics_in_float32(device, 
         assert torch.isfinite(p).all() and torch.equal(p, q)
 
 
+def test_shampoo_pickles_into_another_process(tmp_path):
+    """torch.save(optimizer) loaded in a new process raised ModuleNotFoundError for the build's private module
+    ('_jk_ops_jk_linalg_<key>') until session 45; the state comes back whole."""
+    model = nn.Linear(6, 4)
+    opt = linalg.Shampoo(model.parameters(), lr=1e-2)
+    model(torch.randn(8, 6)).pow(2).sum().backward()
+    opt.step()
+    twin = copy.deepcopy(opt)
+    assert type(twin) is type(opt) and torch.equal(twin.state[twin.param_groups[0]["params"][0]]["PL"][0],
+                                                   opt.state[model.weight]["PL"][0])
+    path = tmp_path / "opt.pt"
+    torch.save(opt, path)
+    code = textwrap.dedent(f"""
+        import torch
+        opt = torch.load({str(path)!r}, weights_only=False)
+        weight = opt.param_groups[0]["params"][0]
+        print(type(opt).__name__, opt.state[weight]["step"], opt.state[weight]["PL"][0].sum().item().hex())
+        """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(__file__)),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["Shampoo", "1", opt.state[model.weight]["PL"][0].sum().item().hex()]
+
+
 def test_shampoo_eigh_route_agrees(device):
     results = []
     for method in ("newton", "eigh"):

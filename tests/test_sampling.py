@@ -752,6 +752,28 @@ def test_cem_minimize_takes_a_number_std_for_every_dimension():
         fam.cem_minimize(fn, mean, -1.0, 64, 8, 3)
 
 
+def test_cem_result_pickles_into_another_process(tmp_path):
+    """A CEMResult saved with torch.save (or pickled) loaded in a new process raised ModuleNotFoundError ("No module
+    named '_jk_ops_jk_sampling_<key>'", the build's private module) until session 45, and so would after any edit
+    of the family's files; deepcopy and pickle within the process keep the class."""
+    import copy, os, pickle, subprocess, sys, textwrap
+    torch.manual_seed(0)
+    result = fam.cem_minimize(lambda x: ((x - 0.3) ** 2).sum(-1), torch.zeros(3), 0.5, 32, 4, 2)
+    for twin in (copy.deepcopy(result), pickle.loads(pickle.dumps(result))):
+        assert type(twin) is type(result) and all(torch.equal(a, b) for a, b in zip(twin, result))
+    path = tmp_path / "result.pt"
+    torch.save(result, path)
+    code = textwrap.dedent(f"""
+        import torch
+        result = torch.load({str(path)!r}, weights_only=False)
+        print(type(result).__name__, result.best_value.item().hex())
+        """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(__file__)),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["CEMResult", result.best_value.item().hex()]
+
+
 # ---------------------------------------------------------------- the sampling/fused review
 
 @pytest.mark.parametrize("shape", [(), (2, 3)])
