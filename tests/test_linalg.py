@@ -558,6 +558,21 @@ def test_per_sample_grads_under_no_grad(device):
         torch.testing.assert_close(ours[name], expected[name])
 
 
+def test_per_sample_grads_under_inference_mode(device):
+    """Under torch.inference_mode the Linear route's autograd cannot run (every tensor made there is an inference
+    tensor); it raised "Inference tensors do not track version counter" until session 45. torch.func's route
+    works there, and now takes every parameter."""
+    model = _mlp(device)
+    x = torch.randn(6, 5, dtype=torch.float64, device=device)
+    y = torch.randn(6, 3, dtype=torch.float64, device=device)
+    expected = ref.per_sample_grads(model, nn.functional.mse_loss, x, y)
+    with torch.inference_mode():
+        ours = linalg.per_sample_grads(model, nn.functional.mse_loss, x, y)
+    assert list(ours) == list(expected)
+    for name in expected:
+        torch.testing.assert_close(ours[name], expected[name])
+
+
 def test_per_sample_grads_under_autocast_have_the_parameters_dtypes(device):
     """Under torch.autocast a Linear after another layer sees a 16-bit input and output gradient, and its
     per-sample gradients came out in that 16-bit dtype until session 45, beside float32 ones for the first

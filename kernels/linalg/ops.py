@@ -274,7 +274,10 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
                      if getattr(mod, kind) is not None and prefix + kind in params}
             if names:
                 linears[mod] = names
-    calls, outputs = _linear_calls(model, inputs, linears) if linears else ([], None)
+    # Under torch.inference_mode autograd records nothing (the Linear route raised from the inference tensors'
+    # version counters); torch.func's route differentiates there: it takes every parameter.
+    calls, outputs = _linear_calls(model, inputs, linears) if linears and not torch.is_inference_mode_enabled() \
+        else ([], None)
     if not calls:  # no Linear's forward ran (MultiheadAttention reads its out_proj's weight itself): torch.func
         linears = {}
     linear_names = {name for names in linears.values() for name in names.values()}
