@@ -1193,6 +1193,29 @@ def test_inverse_root_default_fallback_under_vmap_and_on_meta_and_fake_tensors()
         assert linalg.matrix_inverse_root(torch.empty(4, 4)).shape == (4, 4)
 
 
+def test_inverse_root_default_fallback_under_jit_trace_acts_as_never():
+    """torch.jit.trace recorded "auto"'s host-side choice: traced on a batch with one unconverged matrix, the graph
+    re-rooted a fixed count of them (eigh's result viewed to one matrix's shape), so a batch with none or two
+    raised in the TorchScript interpreter; traced on converged input it never fell back (session 45). While
+    tracing "auto" acts as "never", as under torch.compile: no crash, one behaviour for every input."""
+    import warnings
+
+    def spd(log_cond, n=8):
+        q, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64))
+        return ((q * torch.logspace(0, -log_cond, n, dtype=torch.float64)) @ q.T).float()
+
+    torch.manual_seed(0)
+    good, bad = spd(1), spd(9)
+    traced_on, other = torch.stack([bad, good]), torch.stack([good, good])
+    assert not torch.equal(linalg.matrix_inverse_root(traced_on, 4, 1e-10),
+                           linalg.matrix_inverse_root(traced_on, 4, 1e-10, fallback="never"))  # "auto" falls back
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # jit.trace's deprecation
+        traced = torch.jit.trace(lambda a: linalg.matrix_inverse_root(a, 4, 1e-10), (traced_on,))
+    for A in (traced_on, other):
+        assert torch.equal(traced(A), linalg.matrix_inverse_root(A, 4, 1e-10, fallback="never"))
+
+
 def test_vmap_of_inverse_root_and_kron_is_one_batched_call(device):
     """Without batching rules torch.vmap called the op once per member (and warned of a performance drop):
     the vmapped dimension is now one more batch dimension of a single call, for the op and under grad."""

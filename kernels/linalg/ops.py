@@ -30,8 +30,10 @@ _RESIDUAL_RTOL = {torch.float32: 5e-3, torch.float64: 1e-5}
 
 def _no_sync_wanted(A: torch.Tensor) -> bool:
     """Inside torch.compile tracing or CUDA graph capture a host sync is impossible, and meta and fake tensors
-    have no values to read (the default fallback raised on them until session 40)."""
-    if torch.compiler.is_compiling() or A.is_meta or isinstance(A, torch._subclasses.fake_tensor.FakeTensor):
+    have no values to read (the default fallback raised on them until session 40). torch.jit.trace would record
+    one input's host-side choice for every input (a fixed count of re-rooted matrices: other counts raised)."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing() or A.is_meta \
+            or isinstance(A, torch._subclasses.fake_tensor.FakeTensor):
         return True
     return A.is_cuda and torch.cuda.is_current_stream_capturing()
 
@@ -94,7 +96,7 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       (default 1e5 in float32, 1e12 in float64); larger input converges only partly.
     fallback: "auto" checks each matrix's residual on the host (one sync) and recomputes the
       ones that did not converge with eigh; it raises ValueError if A holds NaN or Inf. Under
-      torch.compile or CUDA graph capture "auto" acts as "never". "never": no check, no sync
+      torch.compile, torch.jit.trace or CUDA graph capture "auto" acts as "never". "never": no check, no sync
       (non-finite input gives NaN). "always": eigh only (the slow route on the GPU).
       On the CPU, "auto" takes one (n, n) matrix with n >= 64, or a batch of them with n >= 128, that needs
       no gradient straight to eigh, which is faster there (2-6x at n = 256).
