@@ -262,6 +262,22 @@ def test_bias_tensor_that_requires_grad_gets_its_gradient(device):
     torch.testing.assert_close(grads[2], g.sum())
 
 
+def test_bias_tensor_keeps_its_gradient_through_fx_symbolic_trace(device):
+    """torch.fx.symbolic_trace gives a tensor bias as a Proxy, which relu_add took for a number until session 45:
+    the graph passed the tensor to the schema's float, so a learnable bias's gradient was dropped in silence."""
+    class Module(torch.nn.Module):
+        def forward(self, a, b, c):
+            return fused.relu_add(a, b, c)
+
+    traced = torch.fx.symbolic_trace(Module())
+    x, y = _inputs(20, torch.float64, device)
+    bias = torch.tensor(0.3, dtype=torch.float64, device=device, requires_grad=True)
+    out = traced(x, y, bias)
+    torch.testing.assert_close(out, fused.reference.relu_add(x, y, bias))
+    g = torch.randn(20, dtype=torch.float64, device=device)
+    torch.testing.assert_close(torch.autograd.grad(out, bias, g)[0], g.sum())
+
+
 @pytest.mark.parametrize("bias", [torch.tensor([0.5]), torch.ones(3), torch.tensor(1j)], ids=["shape (1,)", "shape (3,)", "complex"])
 def test_bias_tensor_that_is_not_a_real_0_dim_names_bias(device, bias):
     """A (1,) bias was read silently as a number; every tensor bias but a real 0-d one is refused, naming bias."""

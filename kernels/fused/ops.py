@@ -25,10 +25,10 @@ def relu_add(x: torch.Tensor, y: torch.Tensor, bias: float | torch.Tensor = 0.0)
     the same in eager and under torch.compile, and differentiable in bias; any other tensor raises).
     Differentiable in x and y: grad_x = grad * (x > 0), grad_y = grad.
     """
-    if isinstance(bias, torch.Tensor):
+    if torch.overrides.is_tensor_like(bias):  # also torch.fx's Proxy, whose shape is unknown: the sum is recorded
         # The schema's float bias read a 0-d tensor as a number eagerly only: torch.compile's fake tensor
         # failed the schema, a (1,) tensor passed silently and a bias that requires grad lost its gradient.
-        if bias.dim() != 0 or bias.is_complex():
+        if isinstance(bias, torch.Tensor) and (bias.dim() != 0 or bias.is_complex()):
             raise ValueError(f"bias must be a number or a real 0-d tensor, got a {bias.dtype} tensor of shape "
                              f"{tuple(bias.shape)}")
         return _ops.relu_add(x, y, 0.0) + bias
