@@ -317,6 +317,8 @@ def test_inverse_root_bad_input(device):
 
 @pytest.mark.parametrize("dtype,scale,eps", [(torch.float32, 1e20, 1e-6), (torch.float32, 1e-30, 0.0),
                                                (torch.float64, 1e160, 1e-6), (torch.float64, 1e-170, 0.0)])
+
+
 def test_inverse_root_of_huge_or_tiny_entries(device, dtype, scale, eps):
     """The scaling norm of huge (or tiny) entries: the squares overflowed (X came out zero) or underflowed
     (NaN) while the matrix itself, cond 100, is easy. fallback="never": no eigh to hide it."""
@@ -401,8 +403,11 @@ def test_inverse_root_outputs_take_in_place_ops_with_a_gradient(device, n, batch
     (expected,) = torch.autograd.grad(2 * linalg.matrix_inverse_root(A, 4, 1e-6, fallback="never").sum(), A)
     torch.testing.assert_close(ours, expected, rtol=0, atol=0)
 
+
 @pytest.mark.parametrize("dtype,eigenvalues,eps", [(torch.float32, (1e3, 10.0, 1.0, 1e-9), 1e-6),
                                                    (torch.float64, (1e8, 10.0, 1.0, 1e-9), 1e-9)])
+
+
 def test_inverse_root_gradient_of_widely_spread_eigenvalues(device, dtype, eigenvalues, eps):
     """The backward formed f_i - f_j as f_j expm1(-log1p((l_i - l_j) / (l_j + eps)) / p): where
     (l_i + eps) / (l_j + eps) is below the dtype's eps, 1 + (l_i - l_j) / (l_j + eps) rounds to 0, log1p gives
@@ -415,6 +420,7 @@ def test_inverse_root_gradient_of_widely_spread_eigenvalues(device, dtype, eigen
     A_ = A.to(dtype=dtype, device=device).requires_grad_()
     (ours,) = torch.autograd.grad(linalg.matrix_inverse_root(A_, 4, eps, fallback="never"), A_, G.to(dtype).to(device))
     assert ((ours.double().cpu() - exact).abs().max() / exact.abs().max()).item() < 1e-5
+
 
 def test_inverse_root_gradient_of_small_distinct_eigenvalues(device):
     """The backward took eigenvalues within 1e-9 of the *largest* one for equal: a float64 covariance with
@@ -431,6 +437,7 @@ def test_inverse_root_gradient_of_small_distinct_eigenvalues(device):
         A_ = A.clone().requires_grad_()
         (ours,) = torch.autograd.grad(linalg.matrix_inverse_root(A_, 2, 1e-12, fallback=fallback), A_, G)
         assert ((ours - exact).abs().max() / exact.abs().max()).item() < 1e-6
+
 
 def test_inverse_root_opcheck(device):
     A = random_spd(6, 10, batch=(2,), device=device).float()
@@ -543,21 +550,6 @@ def test_per_sample_grads_mlp_matches_loop(device, loss):
     assert all(p.grad is None for p in model.parameters())  # .grad left alone
 
 
-def test_per_sample_grads_under_no_grad(device):
-    """Called where grad mode is off (an optimizer's step runs under torch.no_grad, as torch.optim's do) it
-    raised AttributeError ("'NoneType' object has no attribute 'next_functions'") until session 45: the
-    parameters' graph nodes were looked up with gradients off. The reference's loop works there too."""
-    model = _mlp(device)
-    x = torch.randn(6, 5, dtype=torch.float64, device=device)
-    y = torch.randn(6, 3, dtype=torch.float64, device=device)
-    expected = ref.per_sample_grads(model, nn.functional.mse_loss, x, y)
-    with torch.no_grad():
-        ours = linalg.per_sample_grads(model, nn.functional.mse_loss, x, y)
-    assert list(ours) == list(expected)
-    for name in expected:
-        torch.testing.assert_close(ours[name], expected[name])
-
-
 def test_per_sample_grads_under_inference_mode(device):
     """Under torch.inference_mode the Linear route's autograd cannot run (every tensor made there is an inference
     tensor); it raised "Inference tensors do not track version counter" until session 45. torch.func's route
@@ -664,6 +656,8 @@ def _per_sample_cases(device):
 
 @pytest.mark.parametrize("case", ["inplace_relu", "inplace_hardtanh", "tied", "read_in_forward", "tokens_flattened",
                                   "linear_of_a_parameter"])
+
+
 def test_per_sample_grads_of_linears_whose_tensors_are_used_elsewhere(device, case):
     """An in-place activation after a Linear changed the output kept for its gradient (3.6 off); a weight
     tied to an embedding or read in forward lost its other terms (0.55 / 1.9 off): session 40's review.
@@ -765,6 +759,7 @@ def test_per_sample_grads_of_a_model_returning_a_tuple_or_dict(device, structure
     for name in expected:
         torch.testing.assert_close(got[name], expected[name])
 
+
 def test_per_sample_grads_of_a_linear_subclass_with_its_own_forward(device):
     """A subclass of nn.Linear whose forward transforms its weight and bias (StyleGAN's equalized learning rate;
     QAT's fake-quantized weight) was taken for a plain Linear: its gradients came from the outer products,
@@ -781,6 +776,7 @@ def test_per_sample_grads_of_a_linear_subclass_with_its_own_forward(device):
     for name in expected:
         torch.testing.assert_close(got[name], expected[name])
 
+
 def test_per_sample_grads_of_a_linear_whose_output_a_forward_hook_changes(device):
     """The forward hook that records a Linear's output ran after the user's own forward hooks, so it saw an
     output a hook had already changed (o * 2: activation steering, scaling) and took the gradient there: the
@@ -793,6 +789,7 @@ def test_per_sample_grads_of_a_linear_whose_output_a_forward_hook_changes(device
     got, expected = linalg.per_sample_grads(model, loss_fn, x, t), ref.per_sample_grads(model, loss_fn, x, t)
     for name in expected:
         torch.testing.assert_close(got[name], expected[name])
+
 
 def test_per_sample_grads_under_no_grad(device):
     """Called under torch.no_grad (an evaluation or data-attribution loop), a model with a Linear raised
@@ -808,6 +805,7 @@ def test_per_sample_grads_under_no_grad(device):
     for name in expected:
         torch.testing.assert_close(got[name], expected[name])
 
+
 def test_per_sample_grads_of_a_compiled_model(device):
     """A torch.compile'd model (or submodule) runs its Linears inside one compiled autograd function: the outputs
     the hooks record are not on the path from the loss, so their gradients were None and every Linear's
@@ -821,6 +819,7 @@ def test_per_sample_grads_of_a_compiled_model(device):
     got = linalg.per_sample_grads(torch.compile(model, backend="aot_eager"), loss_fn, x, t)
     for name in expected:
         torch.testing.assert_close(got["_orig_mod." + name], expected[name])
+
 
 def test_memory_info(device):
     info = linalg.memory_info(device)
@@ -1058,6 +1057,8 @@ def test_kron_write_bound_shapes_cuda():
     ((2, 3, 400), (2, 4, 6)),  # rows of 2400, q = 6: B in pairs
     ((1, 2, 1029), (1, 3, 1)),  # rows of 1029: across rows, a partial last vector
 ])
+
+
 def test_kron_kernel_paths(device, dtype, shapes):
     # The CUDA kernels' vector widths and walks; on the CPU, 16-bit rows widened and narrowed in runs of q.
     A = torch.randn(*shapes[0], device=device).to(dtype)
@@ -1132,6 +1133,8 @@ _batch = st.lists(st.integers(0, 3), max_size=2).map(tuple)
 @settings(max_examples=30, deadline=None)
 @given(device=st.sampled_from(DEVICES), dtype=st.sampled_from(list(TOLERANCES)), batch=_batch,
        dims=st.tuples(*[st.integers(1, 6)] * 4), layouts=st.tuples(_layouts, _layouts))
+
+
 def test_property_kron(device, dtype, batch, dims, layouts):
     m, n, p, q = dims
     A = _strided(torch.randn(*batch, m, n, device=device).to(dtype), layouts[0])
@@ -1144,6 +1147,8 @@ def test_property_kron(device, dtype, batch, dims, layouts):
 @given(device=st.sampled_from(DEVICES), dtype=st.sampled_from(list(TOLERANCES)), batch=st.integers(0, 5),
        dims=st.tuples(st.integers(1, 9), st.integers(1, 9)), layouts=st.tuples(_layouts, _layouts),
        with_bias=st.booleans())
+
+
 def test_property_per_sample_grad_linear(device, dtype, batch, dims, layouts, with_bias):
     x = _strided(torch.randn(batch, dims[0], device=device).to(dtype), layouts[0])
     g = _strided(torch.randn(batch, dims[1], device=device).to(dtype), layouts[1])
@@ -1160,6 +1165,8 @@ def test_property_per_sample_grad_linear(device, dtype, batch, dims, layouts, wi
 @given(device=st.sampled_from(DEVICES), dtype=st.sampled_from([torch.float32, torch.float64]), batch=_batch,
        n=st.integers(1, 12), p=st.sampled_from([1, 2, 3, 4, 8]), log_cond=st.floats(0, 3),
        eps=st.sampled_from([0.0, 1e-3]), layout=_layouts, seed=st.integers(0, 2**31 - 1))
+
+
 def test_property_matrix_inverse_root(device, dtype, batch, n, p, log_cond, eps, layout, seed):
     gen = torch.Generator().manual_seed(seed)
     A = _strided(random_spd(n, 10 ** log_cond, batch=batch, generator=gen).to(device, dtype), layout)
@@ -1242,6 +1249,8 @@ def test_vmap_of_inverse_root_and_kron_is_one_batched_call(device):
 
 @pytest.mark.parametrize("args, kwargs, name", [((-2,), {}, "p"), ((0,), {}, "p"), ((4, -1.0), {}, "eps"),
                                                 ((), {"long": True}, "A"), ((), {"nan": True}, "NaN")])
+
+
 def test_inverse_root_always_checks_its_arguments(args, kwargs, name):
     """fallback="always" (eigh only) skipped every check: p = -2 gave A^(+1/2), p = 0 ZeroDivisionError."""
     A = 4 * torch.eye(3)
@@ -1263,6 +1272,8 @@ def test_inverse_root_refuses_a_none_matrix_by_name_on_every_route(fallback):
 
 @pytest.mark.parametrize("kwargs", [{"betas": (0.9, 1.0)}, {"lr": float("nan")}, {"update_freq": 1.5},
                                     {"eps": float("nan")}, {"weight_decay": float("nan")}])
+
+
 def test_shampoo_refuses_settings_that_break_it(kwargs):
     """betas[1] = 1 made the first step NaN (bias correction 1 - 1); lr NaN and a fractional update_freq passed.
     So did eps and weight_decay NaN, whose message says ">= 0", until session 44: every parameter came out NaN."""
@@ -1292,6 +1303,7 @@ def test_shampoo_refuses_sparse_gradients_before_changing_any_state():
     with pytest.raises(RuntimeError, match=r"param_groups\[1\]\['params'\]\[0\] has a sparse gradient"):
         opt.step()
     assert not opt.state
+
 
 def test_shampoo_steps_a_parameter_of_no_rows():
     p = nn.Parameter(torch.randn(0, 7))
