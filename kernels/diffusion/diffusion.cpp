@@ -137,10 +137,11 @@ std::string row_suffix(int64_t rows, int64_t r) { return rows > 1 ? " in row " +
 
 // A table whose alphas_cumprod rises from one step's timestep to the next: its rows are not in ascending
 // timestep order (diffusers' `timesteps` are descending), and the step would go the wrong way.
-void check_ascending(bool ascending, int64_t from, int64_t to, const std::string& where) {
+// (The message is built only on failure: this runs once per batch row.)
+void check_ascending(bool ascending, int64_t from, int64_t to, int64_t rows, int64_t r) {
   TORCH_CHECK_VALUE(ascending, "schedule must hold its rows in ascending timestep order (alphas_cumprod falling), ",
                     "but alphas_cumprod rises from row ", from < 0 ? "-1 (the final step)" : std::to_string(from),
-                    " to row ", std::to_string(to), where,
+                    " to row ", std::to_string(to), row_suffix(rows, r),
                     "; a table indexed by diffusers' descending `timesteps` must be flipped");
 }
 
@@ -156,7 +157,7 @@ void check_ddpm_times(const DdpmCoefFn& fn, const at::Tensor& t, int64_t batch, 
     const int64_t v = fn.t.at(r);
     TORCH_CHECK_VALUE(v >= 0 && v < fn.num_timesteps, "t must be in [0, ", std::to_string(fn.num_timesteps),
                       ") (the schedule's T), got ", std::to_string(v), row_suffix(rows, r));
-    if (schedule_on_host) check_ascending(fn.ascending_at(v), v - 1, v, row_suffix(rows, r));
+    if (schedule_on_host) check_ascending(fn.ascending_at(v), v - 1, v, rows, r);
   }
 }
 
@@ -177,7 +178,7 @@ void check_ddim_times(const DdimCoefFn& fn, const at::Tensor& t, const at::Tenso
     if (t_read) {
       TORCH_CHECK_VALUE(p >= -1 && p < v, "t_prev must be in [-1, t) (-1: the final step), got t_prev = ",
                         std::to_string(p), " with t = ", std::to_string(v), row_suffix(rows, r));
-      if (schedule_on_host) check_ascending(fn.ascending_at(v, p), p, v, row_suffix(rows, r));
+      if (schedule_on_host) check_ascending(fn.ascending_at(v, p), p, v, rows, r);
     } else {
       TORCH_CHECK_VALUE(p >= -1 && p < fn.num_timesteps - 1, "t_prev must be in [-1, T - 1) = [-1, ",
                         std::to_string(fn.num_timesteps - 1), "), got ", std::to_string(p), row_suffix(rows, r));
