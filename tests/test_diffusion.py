@@ -113,6 +113,32 @@ def test_steps_follow_the_reference_on_infinite_inputs(device, prediction):
             check(D.ddim_step(*args), R.ddim_step(*args))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_epsilon_steps_where_one_over_sqrt_alphas_cumprod_overflows_float32(device, dtype):
+    """At a timestep whose alphas_cumprod is below ~1e-77 (linear betas to 0.4 over 1000 steps, or the default
+    betas over 20000), 1 / sqrt(alphas_cumprod) exceeds float32. The reference divides (x - s1m * m) / sa: an
+    infinite x0 that clipping makes +-1; the kernels folded 1 / sa into the coefficients of x and of m,
+    inf * x - inf * m: NaN for every element but where x and m had opposite signs (session 45's special-values
+    review). Unclipped, the reference's own 0 * inf (a float32 coefficient that underflowed) is NaN too."""
+    sched = D.ddpm_schedule(1000, "linear", 1e-4, 0.4, device=device)
+    assert sched[-1, 1] < 1e-77
+    m = torch.tensor([[0.5, -0.5, 2.0, 0.1]], device=device, dtype=dtype)
+    x = torch.tensor([[1.0, -1.0, 1.5, 0.0]], device=device, dtype=dtype)
+    z = torch.zeros_like(x)
+
+    def check(got, expected, clip):
+        if clip:
+            assert not expected.isnan().any()
+        assert torch.equal(got.isnan(), expected.isnan()), (got, expected)
+        torch.testing.assert_close(got[~got.isnan()], expected[~expected.isnan()])
+
+    for clip in (True, False):
+        check(D.ddpm_step(m, 999, x, sched, z, "epsilon", clip), R.ddpm_step(m, 999, x, sched, z, "epsilon", clip), clip)
+        for clipped_output in (True, False):
+            args = (m, 999, 989, x, sched, 0.0, None, "epsilon", clip, 1.0, True, clipped_output)
+            check(D.ddim_step(*args), R.ddim_step(*args), clip)
+
+
 @pytest.mark.parametrize("prediction", ["epsilon", "v_prediction", "sample"])
 def test_steps_propagate_nan_like_the_reference(device, prediction):
     """A NaN input stays NaN wherever the reference's formula uses it, even with a coefficient that comes

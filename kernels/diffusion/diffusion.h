@@ -59,8 +59,11 @@ struct TimeArg {
 };
 
 // One row's update is linear in its inputs (x = sample, m = model output, z = noise):
-//   x0  = clip(a_x * x + a_m * m)
+//   x0  = clip(x0_scale * (a_x * x + a_m * m))
 //   out = p_x0 * x0 + p_x * x + p_m * m + p_z * z
+// x0_scale is 1 / sqrt(abar_t) for an epsilon model, else 1: the reference divides (x - sqrt(1 - abar) m) by
+// sqrt(abar), and folding 1 / sqrt(abar) into a_x and a_m overflowed float32 past abar ~ 1e-77 (linear betas to
+// 0.4 over 1000 steps): inf * x - inf * m, NaN where the reference's infinite x0 is clipped to +-1.
 // `valid` is false when the row's timestep is out of range or the table is not in ascending timestep order
 // there (ascending_at): the row becomes NaN, never zeros.
 // `absent` has a bit (1 << Term) for each term that the reference's formula does not have at all for
@@ -72,32 +75,30 @@ enum Term : int { kAX = 0, kPX, kPM, kPZ };
 
 template <typename acc_t>
 struct alignas(16) StepCoefs {
-  acc_t a_x, a_m, p_x0, p_x, p_m, p_z;
+  acc_t a_x, a_m, x0_scale, p_x0, p_x, p_m, p_z;
   bool valid;
   uint8_t absent;
 };
 
 C10_HOST_DEVICE constexpr uint8_t term_bit(Term term) { return static_cast<uint8_t>(1u << term); }
 
-template <typename acc_t>
-C10_HOST_DEVICE inline StepCoefs<acc_t> cast_coefs(double a_x, double a_m, double p_x0, double p_x, double p_m,
-                                                   double p_z, uint8_t absent) {
-  return StepCoefs<acc_t>{static_cast<acc_t>(a_x), static_cast<acc_t>(a_m), static_cast<acc_t>(p_x0),
-                          static_cast<acc_t>(p_x), static_cast<acc_t>(p_m), static_cast<acc_t>(p_z), true, absent};
+// x0 = x0_scale * (a_x * x + a_m * m) for each prediction type, from sqrt(abar_t) and sqrt(1 - abar_t).
+struct X0Coefs {
+  double a_x, a_m, x0_scale;
+};
+
+C10_HOST_DEVICE inline X0Coefs x0_coefs(int prediction, double sa, double s1m) {
+  if (prediction == kEpsilon) return {1.0, -s1m, 1.0 / sa};  // x0 = (x - sqrt(1-abar) m) / sqrt(abar)
+  if (prediction == kVPrediction) return {sa, -s1m, 1.0};     // x0 = sqrt(abar) x - sqrt(1-abar) v
+  return {0.0, 1.0, 1.0};                                     // the model predicts x0
 }
 
-// x0 = a_x * x + a_m * m for each prediction type, from sqrt(abar_t) and sqrt(1 - abar_t).
-C10_HOST_DEVICE inline void x0_coefs(int prediction, double sa, double s1m, double* a_x, double* a_m) {
-  if (prediction == kEpsilon) {  // x0 = (x - sqrt(1-abar) m) / sqrt(abar)
-    *a_x = 1.0 / sa;
-    *a_m = -s1m / sa;
-  } else if (prediction == kVPrediction) {  // x0 = sqrt(abar) x - sqrt(1-abar) v
-    *a_x = sa;
-    *a_m = -s1m;
-  } else {  // the model predicts x0
-    *a_x = 0.0;
-    *a_m = 1.0;
-  }
+template <typename acc_t>
+C10_HOST_DEVICE inline StepCoefs<acc_t> cast_coefs(const X0Coefs& x0, double p_x0, double p_x, double p_m, double p_z,
+                                                   uint8_t absent) {
+  return StepCoefs<acc_t>{static_cast<acc_t>(x0.a_x), static_cast<acc_t>(x0.a_m), static_cast<acc_t>(x0.x0_scale),
+                          static_cast<acc_t>(p_x0),   static_cast<acc_t>(p_x),    static_cast<acc_t>(p_m),
+                          static_cast<acc_t>(p_z),    true,                       absent};
 }
 
 // The terms of x0 that a prediction type has no use for: the model that predicts x0 gives it alone.
@@ -123,13 +124,12 @@ struct DdpmCoefFn {
   template <typename acc_t>
   C10_HOST_DEVICE StepCoefs<acc_t> get(int64_t row) const {
     const int64_t ti = t.at(row);
-    if (ti < 0 || ti >= num_timesteps || !ascending_at(ti)) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
+    if (ti < 0 || ti >= num_timesteps || !ascending_at(ti)) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, 0, false, 0};
     const double* r = schedule + ti * kScheduleCols;
     const double abar_prev = ti > 0 ? schedule[(ti - 1) * kScheduleCols + kAlphaCumprod] : 1.0;
     const Posterior post = ddpm_posterior(r[kAlphaCumprod], abar_prev, ti == 0);
-    double a_x, a_m;
-    x0_coefs(prediction, r[kSqrtAlphaCumprod], r[kSqrtOneMinusAlphaCumprod], &a_x, &a_m);
-    return cast_coefs<acc_t>(a_x, a_m, post.coef_x0, post.coef_xt, 0.0, post.std,
+    const X0Coefs x0 = x0_coefs(prediction, r[kSqrtAlphaCumprod], r[kSqrtOneMinusAlphaCumprod]);
+    return cast_coefs<acc_t>(x0, post.coef_x0, post.coef_xt, 0.0, post.std,
                              absent_x0_terms(prediction) | term_bit(kPM));  // the posterior mean has no m term
   }
 };
@@ -162,21 +162,20 @@ struct DdimCoefFn {
   C10_HOST_DEVICE StepCoefs<acc_t> get(int64_t row) const {
     const int64_t ti = t.at(row), tp = t_prev.at(row);
     if (ti < 0 || ti >= num_timesteps || tp < -1 || tp >= ti || !ascending_at(ti, tp)) {
-      return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, false, 0};
+      return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, 0, false, 0};
     }
     const double at = schedule[ti * kScheduleCols + kAlphaCumprod];
     const double ap = abar_prev(tp);
     const double sa = schedule[ti * kScheduleCols + kSqrtAlphaCumprod];
     const double s1m = schedule[ti * kScheduleCols + kSqrtOneMinusAlphaCumprod];
-    double a_x, a_m;
-    x0_coefs(prediction, sa, s1m, &a_x, &a_m);
+    const X0Coefs x0 = x0_coefs(prediction, sa, s1m);
     const double variance = (1.0 - ap) / (1.0 - at) * (1.0 - at / ap);
     const double std_dev = eta * sqrt(variance);
     const double direction = sqrt(1.0 - ap - std_dev * std_dev);  // coefficient of the predicted epsilon
     const double sqrt_ap = sqrt(ap);
     const uint8_t no_noise = eta > 0 ? 0 : term_bit(kPZ);  // the formula adds noise only for eta > 0
     if (clipped_model_output) {  // eps = (x - sqrt(abar) x0_clipped) / sqrt(1 - abar)
-      return cast_coefs<acc_t>(a_x, a_m, sqrt_ap - direction * sa / s1m, direction / s1m, 0.0, std_dev,
+      return cast_coefs<acc_t>(x0, sqrt_ap - direction * sa / s1m, direction / s1m, 0.0, std_dev,
                                absent_x0_terms(prediction) | term_bit(kPM) | no_noise);
     }
     double e_x, e_m;  // eps = e_x * x + e_m * m, from the unclipped x0
@@ -191,7 +190,7 @@ struct DdimCoefFn {
       e_m = -sa / s1m;
     }
     const uint8_t eps_without_x = prediction == kEpsilon ? term_bit(kPX) : 0;  // eps = m
-    return cast_coefs<acc_t>(a_x, a_m, sqrt_ap, direction * e_x, direction * e_m, std_dev,
+    return cast_coefs<acc_t>(x0, sqrt_ap, direction * e_x, direction * e_m, std_dev,
                              absent_x0_terms(prediction) | eps_without_x | no_noise);
   }
 };
@@ -209,7 +208,7 @@ template <bool kNoiseFinite = false, typename acc_t>
 C10_HOST_DEVICE inline acc_t step_element(const StepCoefs<acc_t>& c, acc_t m, acc_t x, acc_t z, bool clip,
                                           acc_t range) {
   if (!c.valid) return std::numeric_limits<acc_t>::quiet_NaN();
-  acc_t x0 = step_term(c, kAX, c.a_x, x) + c.a_m * m;
+  acc_t x0 = c.x0_scale * (step_term(c, kAX, c.a_x, x) + c.a_m * m);
   if (clip) x0 = x0 < -range ? -range : (x0 > range ? range : x0);  // NaN stays NaN, like torch.clamp
   const acc_t noise_term = kNoiseFinite ? c.p_z * z : step_term(c, kPZ, c.p_z, z);
   return c.p_x0 * x0 + step_term(c, kPX, c.p_x, x) + step_term(c, kPM, c.p_m, m) + noise_term;
