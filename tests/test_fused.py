@@ -49,6 +49,24 @@ def test_float16_every_value_and_rounding_exact(device):
         torch.testing.assert_close(fused.relu_add(a, b, bias), expected, atol=0, rtol=0, equal_nan=True)
 
 
+def test_float16_subnormals_survive_flush_denormal():
+    """torch.set_flush_denormal(True) (the CPU's DAZ/FTZ modes, a speed setting) flushes float32 subnormals only.
+    The scalar float16 -> float conversion (jk::widen_half, the loops' tails) rebiased a float16 subnormal through a
+    float32 subnormal, so under DAZ such inputs read as 0 in the tail and exactly in the vector body: relu_add of
+    seven float16 values of 3e-6 gave seven zeros (session 45's special-values review)."""
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU has no flush-denormal mode")
+    try:
+        for n in (7, 17, 33):  # all tail; tails of one and two vectors
+            x = torch.full((n,), 3e-6, dtype=torch.float16)  # a float16 subnormal, a normal float32
+            torch.testing.assert_close(fused.relu_add(x, torch.zeros_like(x), 0.0), x, atol=0, rtol=0)
+        every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)[:-3]  # odd length
+        torch.testing.assert_close(fused.relu_add(every, torch.zeros_like(every), 0.0), torch.relu(every),
+                                   atol=0, rtol=0, equal_nan=True)
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def test_bfloat16_every_value_and_rounding_exact(device):
     # The bfloat16 twin of the test above: every bit pattern through relu and back, then sums over
     # bfloat16's whole range (subnormals to past the largest value), rounded once to nearest even. An

@@ -42,10 +42,15 @@ constexpr bool kReducedFloat = std::is_same_v<T, c10::Half> || std::is_same_v<T,
 // a quiet NaN with its sign. jk::widen / jk::narrow below convert chunks faster with F16C.
 inline float widen_half(uint16_t h) {
   const uint32_t magnitude = h & 0x7fffu;
-  // exponent and mantissa moved to float's places and rebiased by 2^112 (subnormals too: exact)
-  const float scaled = same_bits<float>(magnitude << 13) * same_bits<float>(0x77800000u);
+  // normal: exponent and mantissa moved to float's places, the exponent rebiased by 112 (an integer add).
+  // subnormal (m 2^-24): 2^-14 (1 + m 2^-10) - 2^-14, exact, through normal floats only: rebiasing by a
+  // multiply went through a float32 subnormal, which the CPU's denormals-are-zero mode
+  // (torch.set_flush_denormal(True)) read as 0.
+  const uint32_t normal = (magnitude << 13) + 0x38000000u;
+  const float subnormal = same_bits<float>((magnitude << 13) + 0x38800000u) - same_bits<float>(0x38800000u);
+  const uint32_t value = magnitude < 0x0400u ? same_bits<uint32_t>(subnormal) : normal;
   const uint32_t special = magnitude >= 0x7c00u ? 0x7f800000u : 0u;  // infinity or NaN: exponent all ones
-  return same_bits<float>(same_bits<uint32_t>(scaled) | special | (static_cast<uint32_t>(h & 0x8000u) << 16));
+  return same_bits<float>(value | special | (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
 
 inline uint16_t narrow_half(float f) {
