@@ -415,6 +415,16 @@ def _compile(spec: _Spec, build_dir: Path) -> Path:
                 with_cuda=spec.cuda,
                 is_python_module=False,
             )
+            # The one library in the folder (_keep_objects deleted the last build's): jk_<family>.so, or
+            # jk_<family>_v<n>.so had cpp_extension renamed it after all.
+            library = next(build_dir.glob(f"{_extension_name(spec)}*{spec.library.suffix}"))
+            failure = _registration_error(library)
+            if failure:  # loaded, but its ops are not all there: not published, its namespace not counted as loaded
+                raise BuildError(f"{failure}\nregistering the ops of family {spec.name!r} ({spec.halves()}) failed "
+                                 "(compiled and linked, but a registration block threw): fix it and reload",
+                                 in_sources=True)
+    except BuildError:
+        raise
     except Exception as exc:  # the compiler's output is in the message
         if isinstance(exc, OSError) and exc.errno is not None:
             raise  # a write that failed (full disk, read-only cache): _load_library says what to do
@@ -425,17 +435,42 @@ def _compile(spec: _Spec, build_dir: Path) -> Path:
         else:
             os.environ["TORCH_CUDA_ARCH_LIST"] = saved_arch
     loader._loaded_namespaces.add(spec.namespace)
-    # The one library in the folder (_keep_objects deleted the last build's): jk_<family>.so, or
-    # jk_<family>_v<n>.so had cpp_extension renamed it after all.
-    return next(build_dir.glob(f"{_extension_name(spec)}*{spec.library.suffix}"))
+    return library
 
 
 def write_namespace_source(folder: Path, namespace: str) -> Path:
     """folder/jk_namespace.cpp: the string jk.h's JK_LIBRARY macros register the family's ops under."""
     source = folder / "jk_namespace.cpp"
     source.write_text(f"// the op namespace of this build (loader_build.write_namespace_source)\n"
-                      f'extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[] = "{namespace}";\n')
+                      f'extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[] = "{namespace}";\n'
+                      + REGISTRATION_ERROR_SOURCE)
     return source
+
+
+# The first exception a registration block threw while the library loaded (jk.h's jk::detail::LibraryInit
+# keeps it, instead of letting it terminate the process), for _registration_error to read. A char array,
+# not a std::string: it is written during static initialization, in whatever order the files run theirs.
+REGISTRATION_ERROR_SOURCE = """#include <cstdio>
+static char jk_registration_error_text[8192];
+extern "C" __attribute__((visibility("hidden"))) void jk_registration_failed(const char* file, unsigned line,
+                                                                             const char* what) {
+  while (*what == '\\n' || *what == ' ') ++what;  // a schema's parse error starts with a newline
+  if (!jk_registration_error_text[0])
+    std::snprintf(jk_registration_error_text, sizeof(jk_registration_error_text), "%s:%u: %s", file, line, what);
+}
+extern "C" __attribute__((visibility("default"))) const char* jk_registration_error() {
+  return jk_registration_error_text;
+}
+"""
+
+
+def _registration_error(library: Path) -> str | None:
+    """The error a registration block of the loaded library threw (jk.h), or None."""
+    import ctypes
+
+    query = ctypes.CDLL(str(library)).jk_registration_error  # the handle of the library already loaded
+    query.restype = ctypes.c_char_p
+    return query().decode(errors="replace") or None
 
 
 def _extension_name(spec: _Spec) -> str:

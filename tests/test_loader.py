@@ -595,6 +595,37 @@ def test_broken_family_raises_build_error_with_file_and_line(tmp_path):
     assert "value 1.0" in result.stdout
 
 
+def test_a_registration_that_throws_is_a_build_error_not_a_dead_process(tmp_path):
+    """A schema typo or an op defined twice throws while the library's static initializers run, inside
+    dlopen: the exception ended in std::terminate and the process (a notebook's kernel) died with SIGABRT
+    at load or reload. It is a BuildError naming the registration's file and line, and fixing the
+    source and reloading works in the same process."""
+    root = make_scratch_root(tmp_path)
+    source = root / "scratch" / "scratch.cpp"
+    source.write_text(SCRATCH_CPP.replace("VALUE", "1.0").replace("(Tensor x)", "(Tensr x)"))
+    result = run_python(f"""
+        import pathlib, torch, loader
+        source = pathlib.Path({str(source)!r})
+        try:
+            loader.load("scratch")
+        except loader.BuildError as exc:
+            print("TYPO", str(exc).splitlines()[0], "|", "Tensr" in str(exc))
+        source.write_text(source.read_text().replace('m.def("add_constant(Tensr x) -> Tensor");',
+                                                     'm.def("add_constant(Tensor x) -> Tensor"); m.def("add_constant(Tensor x) -> Tensor");'))
+        try:
+            loader.reload("scratch")
+        except loader.BuildError as exc:
+            print("TWICE", str(exc).splitlines()[0])
+        source.write_text(source.read_text().replace(' m.def("add_constant(Tensor x) -> Tensor");', '', 1))
+        print("value", loader.reload("scratch").add_constant(torch.zeros(1)).item())
+    """, root, tmp_path / "cache")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"TYPO {source}:7: " in result.stdout and "unknown type specifier" in result.stdout, result.stdout
+    assert "| True" in result.stdout
+    assert f"TWICE {source}:7: Tried to register an operator" in result.stdout, result.stdout
+    assert "value 1.0" in result.stdout
+
+
 def test_missing_ninja_says_how_to_fix_it(tmp_path):
     root = make_scratch_root(tmp_path)
     result = run_python("""

@@ -23,12 +23,42 @@
 // what did. Hidden: each family's library binds to its own string, whatever else the process loaded.
 extern "C" __attribute__((visibility("hidden"))) const char jk_namespace[];
 
-// TORCH_LIBRARY and TORCH_LIBRARY_IMPL with the namespace given at run time: the same static
-// registration objects those macros declare, named per line so that several may share a file.
+// A registration that throws (a schema typo, an op defined twice, a second JK_LIBRARY of the family, a
+// kernel whose signature is not its schema's) threw out of the library's static initializers, through
+// dlopen, and terminated the process: a notebook's kernel died at `loader.reload`. The first such error
+// is kept instead (jk_namespace.cpp) and the loader raises it as the build's error.
+extern "C" __attribute__((visibility("hidden"))) void jk_registration_failed(const char* file, unsigned line,
+                                                                             const char* what);
+
+namespace jk::detail {
+// What TORCH_LIBRARY's static object does (make a torch::Library, run the block on it), but an exception
+// is recorded, not thrown, and the block's half-made registrations are undone with its Library.
+class LibraryInit {
+ public:
+  LibraryInit(torch::Library::Kind kind, void (*init)(torch::Library&), std::optional<c10::DispatchKey> key,
+              const char* file, uint32_t line) {
+    try {
+      init(library_.emplace(kind, jk_namespace, key, file, line));
+    } catch (const c10::Error& error) {
+      library_.reset();
+      jk_registration_failed(file, line, error.what_without_backtrace());
+    } catch (const std::exception& error) {
+      library_.reset();
+      jk_registration_failed(file, line, error.what());
+    }
+  }
+
+ private:
+  std::optional<torch::Library> library_;
+};
+}  // namespace jk::detail
+
+// TORCH_LIBRARY and TORCH_LIBRARY_IMPL with the namespace given at run time, named per line so that
+// several may share a file.
 #define JK_REGISTRATION(kind, key, m, uid)                                                                 \
   static void C10_CONCATENATE(jk_library_init_, uid)(torch::Library&);                                    \
-  static const torch::detail::TorchLibraryInit C10_CONCATENATE(jk_library_static_init_, uid)(            \
-      kind, &C10_CONCATENATE(jk_library_init_, uid), jk_namespace, key, __FILE__, __LINE__);             \
+  static const jk::detail::LibraryInit C10_CONCATENATE(jk_library_static_init_, uid)(                    \
+      kind, &C10_CONCATENATE(jk_library_init_, uid), key, __FILE__, __LINE__);                           \
   void C10_CONCATENATE(jk_library_init_, uid)(torch::Library & m)
 #define JK_LIBRARY(m) JK_REGISTRATION(torch::Library::DEF, std::nullopt, m, __LINE__)
 #define JK_LIBRARY_IMPL(key, m) \
