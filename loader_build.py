@@ -117,8 +117,18 @@ def _first_compiler_error(log: str) -> str:
                 return f"{m['path']}:{m['line']}: {m['msg']}"
     for line in log.splitlines():
         if re.search(_LINK_ERROR, line):
-            return line.strip()
+            return _with_demangled_symbol(line.strip())
     return "build failed (no compiler error line found)"
+
+
+def _with_demangled_symbol(line: str) -> str:
+    """A loader's "undefined symbol: _Z6helperRKN2at6TensorE" with the C++ name (c++filt) beside it."""
+    symbol = re.search(r"undefined symbol: (\S+)", line)
+    demangler = shutil.which("c++filt")
+    if symbol is None or demangler is None:
+        return line
+    name = subprocess.run([demangler, symbol[1]], capture_output=True, text=True).stdout.strip()
+    return f"{line} ({name}: used, but defined in no source of the family)"
 
 
 def _cpp_extension():
@@ -231,6 +241,17 @@ def _cache_write_error(exc: OSError, spec: _Spec) -> BuildError | None:
         return BuildError(f"the jitkernels cache folder {cache_dir()} is not writable ({exc.strerror}: "
                           f"{written}), so {spec.name!r} cannot be built: set JITKERNELS_CACHE to a writable folder.")
     return None
+
+
+def _message_and_causes(exc: BaseException) -> str:
+    """exc's message and its causes': a library that links but does not load (a function declared and
+    called, defined nowhere) is torch's "Could not load this library: <path>", with dlopen's reason
+    ("undefined symbol: ...") only in the exception's __cause__, and the build said "no compiler error"."""
+    messages = []
+    while exc is not None and len(messages) < 8:
+        messages.append(str(exc))
+        exc = exc.__cause__
+    return "\n".join(messages)
 
 
 def _compile_error(spec: _Spec, log: str, build_dir: Path) -> BuildError:
@@ -428,7 +449,7 @@ def _compile(spec: _Spec, build_dir: Path) -> Path:
     except Exception as exc:  # the compiler's output is in the message
         if isinstance(exc, OSError) and exc.errno is not None:
             raise  # a write that failed (full disk, read-only cache): _load_library says what to do
-        raise _compile_error(spec, str(exc), build_dir) from None
+        raise _compile_error(spec, _message_and_causes(exc), build_dir) from None
     finally:
         if saved_arch is None:
             os.environ.pop("TORCH_CUDA_ARCH_LIST", None)

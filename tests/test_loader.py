@@ -626,6 +626,27 @@ def test_a_registration_that_throws_is_a_build_error_not_a_dead_process(tmp_path
     assert "value 1.0" in result.stdout
 
 
+def test_a_function_declared_but_defined_nowhere_is_named(tmp_path):
+    """A library links with undefined symbols, and then fails to load: torch's error says only "Could not
+    load this library", with dlopen's reason in its cause, and the BuildError said "no compiler error line
+    found". It names the symbol, demangled where c++filt is there."""
+    root = make_scratch_root(tmp_path)
+    (root / "scratch" / "scratch.cpp").write_text(SCRATCH_CPP.replace(
+        "at::Tensor add_constant(const at::Tensor& x) {\n  return x.add(VALUE);",
+        "at::Tensor helper(const at::Tensor& x);\nat::Tensor add_constant(const at::Tensor& x) {\n  return helper(x);"))
+    result = run_python("""
+        import loader
+        try:
+            loader.load("scratch")
+        except loader.BuildError as exc:
+            print("ERROR", str(exc).splitlines()[0])
+    """, root, tmp_path / "cache")
+    assert result.returncode == 0, result.stderr[-3000:]
+    error = next(line for line in result.stdout.splitlines() if line.startswith("ERROR"))
+    assert "undefined symbol: _Z6helperRKN2at6TensorE" in error, error
+    assert shutil.which("c++filt") is None or "helper(at::Tensor const&)" in error, error
+
+
 def test_missing_ninja_says_how_to_fix_it(tmp_path):
     root = make_scratch_root(tmp_path)
     result = run_python("""
