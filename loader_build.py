@@ -586,6 +586,9 @@ def _cli_build(args) -> int:
     if args.cuda is not None:
         os.environ["JITKERNELS_CUDA"] = "1" if args.cuda else "0"
     names = families(args.root) if args.all or not args.names else args.names
+    if not names:  # built nothing and exited 0 for a mistyped --root or JITKERNELS_ROOT, as `list` did
+        print(f"no kernel families under {kernels_root(args.root)}", file=sys.stderr)
+        return 1
     # What was cached before this command: build_at_once's child processes build the rest first (on a
     # machine of 6+ CPUs), and those are "built" here too (until session 41 they printed "cached").
     cached_before = {name for name in names if _cached(name, args.root)}

@@ -674,12 +674,16 @@ def test_cli_list_and_info(built):
 
 
 def test_a_kernels_root_that_is_not_a_folder_is_named(tmp_path):
-    """A mistyped JITKERNELS_ROOT: `list` printed nothing and exited 0, and load said "(families: none)"."""
+    """A mistyped JITKERNELS_ROOT: `list` and `build` printed nothing and exited 0, and load said "(families: none)"."""
     missing = tmp_path / "no_such_kernels"
     env = dict(os.environ, JITKERNELS_ROOT=str(missing), JITKERNELS_CACHE=str(tmp_path / "cache"))
     listing = subprocess.run([sys.executable, str(REPO / "loader.py"), "list"], env=env, capture_output=True,
                              text=True, timeout=120)
     assert listing.returncode == 1 and f"no kernel families under {missing}" in listing.stderr, listing
+    for build in (["build"], ["build", "--all"]):  # built nothing, said nothing and exited 0
+        building = subprocess.run([sys.executable, str(REPO / "loader.py"), *build], env=env, capture_output=True,
+                                  text=True, timeout=120)
+        assert building.returncode == 1 and f"no kernel families under {missing}" in building.stderr, building
     with pytest.raises(ValueError, match="the kernels root .*no_such_kernels is not a folder"):
         loader.load("fused", missing)
 
