@@ -438,7 +438,7 @@ def register_autograd(qualname: str, backward, *, setup_context, forward_formula
     and the op's own C++ Autograd kernel sends only the calls that record a gradient to it.
     forward_formula(value, *args): the op's derivatives for forward mode (see _forward_mode); without it
     forward mode raises."""
-    arguments = torch._C._get_schema(qualname, "").arguments
+    arguments = _schema(qualname, "register_autograd").arguments
     if any(argument.kwarg_only for argument in arguments):
         raise NotImplementedError(f"{qualname} has keyword-only arguments: use torch.library.register_autograd")
     namespace, name = qualname.split("::")
@@ -498,6 +498,20 @@ def register_autograd(qualname: str, backward, *, setup_context, forward_formula
     _library(namespace).impl(kernel_op, "Autograd", autograd_kernel, True)  # True: with the keyset
 
 
+def _schema(qualname: str, caller: str):
+    """qualname's schema, or an error naming the op and the ops the build does define: torch's own said
+    "Found no matching schema", and register_vmap (whose op lookup waits for the first vmap) registered its
+    rule on no op at all, in silence, as for an op renamed in C++ but not in ops.py."""
+    try:
+        return torch._C._get_schema(qualname, "")
+    except RuntimeError:
+        namespace = qualname.split("::")[0]
+        defined = sorted({op.split("::")[1].split(".")[0] for op in torch._C._dispatch_get_all_op_names()
+                          if op.startswith(f"{namespace}::") and not op.endswith("_autograd")})
+        raise RuntimeError(f"{caller}: there is no op {qualname}; the family's C++ defines "
+                           f"{', '.join(defined) or 'none'}") from None
+
+
 def _library(namespace: str):
     """The dispatcher library that our Python kernels of a build's namespace are registered through: the
     C++ object that torch.library.Library wraps, made directly. The wrapper's constructor looks up its
@@ -517,6 +531,7 @@ def register_vmap(qualname: str, rule) -> None:
     here that waits for the op's first call under vmap (ebm's 24 rules add ~0.3 ms to its warm load
     instead of ~1.9 ms, dev machine; ~0.9 ms on the GPU machine's host, session 31 call 4). The same
     FuncTorchBatched kernel as torch's otherwise."""
+    _schema(qualname, "register_vmap")
     namespace, name = qualname.split("::")
 
     @functools.cache
@@ -587,6 +602,7 @@ def _register_unbatched_draws(qualname: str, draws, in_place: bool) -> None:
     whatever the randomness (session 44), draws as torch.randn_like(unbatched) does: "error" raises, "same"
     calls the op once, "different" once per sample (batched output); an in-place op refuses "different",
     as torch's do (one unbatched tensor cannot hold each sample's draws)."""
+    _schema(qualname, "register_drawing_vmap")
     namespace, name = qualname.split("::")
     exclude_mode = torch._C.DispatchKeySet(torch._C.DispatchKey.FuncTorchVmapMode)
 
@@ -626,6 +642,7 @@ def register_batch_dim_vmap(qualname: str) -> None:
     one more leading batch dimension of a single call, an unbatched tensor expanded to the vmapped size,
     instead of torch's fallback of one call per sample (which also warned of a performance drop, session
     41). Covers a differentiable op's `_autograd` twin too, as register_drawing_vmap does."""
+    _schema(qualname, "register_batch_dim_vmap")
     if _has_autograd_twin(qualname):
         register_batch_dim_vmap(f"{qualname}_autograd")
     namespace, name = qualname.split("::")

@@ -731,6 +731,23 @@ def test_differentiable_ops_take_no_python_kernel_when_no_gradient_is_needed():
         assert ".cpp" in autograd_registration(public) and "loader.py" not in autograd_registration(public)
 
 
+def test_registering_for_an_op_that_does_not_exist_names_it():
+    """An op renamed in C++ but not in ops.py: register_autograd raised torch's "Found no matching schema",
+    which names nothing, and register_vmap / register_batch_dim_vmap / register_drawing_vmap registered
+    their rule on no op, in silence (vmap then took torch's per-sample fallback, with every randomness
+    mode drawing "different")."""
+    library = torch.library.Library("jk_test_missing_op", "DEF")
+    library.define("add_one(Tensor x) -> Tensor")
+    calls = {"register_autograd": lambda q: loader.register_autograd(q, lambda ctx, g: g, setup_context=None),
+             "register_vmap": lambda q: loader.register_vmap(q, lambda info, in_dims, x: (x, 0)),
+             "register_batch_dim_vmap": loader.register_batch_dim_vmap,
+             "register_drawing_vmap": loader.register_drawing_vmap}
+    for caller, register in calls.items():
+        with pytest.raises(RuntimeError, match=f"{caller}: there is no op jk_test_missing_op::add_on; "
+                                               "the family's C.. defines add_one$"):
+            register("jk_test_missing_op::add_on")
+
+
 def test_register_autograd_refuses_keyword_only_arguments():
     lib = torch.library.Library("jk_test_autograd_kwonly", "DEF")
     lib.define("scale(Tensor x, *, float s=2.0) -> Tensor")
