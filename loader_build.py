@@ -118,6 +118,16 @@ def _first_compiler_error(log: str) -> str:
     for line in log.splitlines():
         if re.search(_LINK_ERROR, line):
             return _with_demangled_symbol(line.strip())
+    # An error of no source line: a compiler killed for memory ("c++: fatal error: Killed signal terminated
+    # program cc1plus"), nvcc refusing an arch ("nvcc fatal   : Unsupported gpu architecture ..."), or no
+    # compiler run at all (torch's "Unknown CUDA arch (sm_90) or GPU not supported" for a mistyped
+    # TORCH_CUDA_ARCH_LIST). Each was "no compiler error line found", with the reason only in the log.
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in lines:
+        if re.search(r"(?i)\b(fatal|error)\s*:", line) and not line.startswith("Error building extension"):
+            return line
+    if lines and not lines[0].startswith("Error building extension"):
+        return lines[0]
     return "build failed (no compiler error line found)"
 
 

@@ -647,6 +647,26 @@ def test_a_function_declared_but_defined_nowhere_is_named(tmp_path):
     assert shutil.which("c++filt") is None or "helper(at::Tensor const&)" in error, error
 
 
+@pytest.mark.parametrize("log, first", [
+    ("Error building extension 'jk_ebm': [1/9] c++ -c ebm.cpp\nFAILED: ebm.o\nc++ -c ebm.cpp\n"
+     "c++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated.\n",
+     "c++: fatal error: Killed signal terminated program cc1plus"),
+    ("Error building extension 'jk_fused': [1/3] nvcc -c fused.cu\nFAILED: fused.cuda.o\n"
+     "nvcc fatal   : Unsupported gpu architecture 'compute_100'\n",
+     "nvcc fatal   : Unsupported gpu architecture 'compute_100'"),
+    ("Unknown CUDA arch (sm_90) or GPU not supported", "Unknown CUDA arch (sm_90) or GPU not supported"),
+    ("Error building extension 'jk_fused': [1/3] c++ -c fused.cpp\nninja: build stopped\n",
+     "build failed (no compiler error line found)"),
+])
+def test_a_build_error_without_a_source_line_still_says_why(log, first):
+    """A compiler killed for memory, nvcc refusing an arch and a mistyped TORCH_CUDA_ARCH_LIST (torch raises
+    before any compiler runs) all gave "build failed (no compiler error line found)", the reason only in
+    the log."""
+    import loader_build
+
+    assert loader_build._first_compiler_error(log) == first
+
+
 def test_missing_ninja_says_how_to_fix_it(tmp_path):
     root = make_scratch_root(tmp_path)
     result = run_python("""
