@@ -459,7 +459,14 @@ def _compile(spec: _Spec, build_dir: Path) -> Path:
     except Exception as exc:  # the compiler's output is in the message
         if isinstance(exc, OSError) and exc.errno is not None:
             raise  # a write that failed (full disk, read-only cache): _load_library says what to do
-        raise _compile_error(spec, _message_and_causes(exc), build_dir) from None
+        log = _message_and_causes(exc)
+        if _verbose() and isinstance(exc, RuntimeError) and (build_dir / "build.ninja").is_file():
+            # verbose, torch sends the compiler's output to file descriptor 1 (in a notebook, the server's
+            # log) and not into the error, which then named no error at all: the failed steps run again
+            # for it
+            again = subprocess.run(["ninja", "-v"], cwd=build_dir, capture_output=True, text=True)
+            log += "\n" + again.stdout + again.stderr
+        raise _compile_error(spec, log, build_dir) from None
     finally:
         if saved_arch is None:
             os.environ.pop("TORCH_CUDA_ARCH_LIST", None)

@@ -667,6 +667,24 @@ def test_a_build_error_without_a_source_line_still_says_why(log, first):
     assert loader_build._first_compiler_error(log) == first
 
 
+def test_a_verbose_build_error_still_names_the_compiler_error(tmp_path):
+    """With JITKERNELS_VERBOSE=1 torch sends the compiler's output to file descriptor 1 (a notebook's server
+    log, not the cell) and leaves it out of its error: the BuildError said "build failed (no compiler error
+    line found)" and its log held two lines, neither the error."""
+    root = make_scratch_root(tmp_path)
+    (root / "scratch" / "scratch.cpp").write_text('#include "jk.h"\n\nint broken() { return undefined_name; }\n')
+    result = run_python("""
+        import loader
+        try:
+            loader.load("scratch")
+        except loader.BuildError as exc:
+            print("ERROR", str(exc).splitlines()[0])
+    """, root, tmp_path / "cache", env_extra={"JITKERNELS_VERBOSE": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    error = next(line for line in result.stdout.splitlines() if line.startswith("ERROR"))
+    assert "scratch.cpp:3:" in error and "undefined_name" in error, error
+
+
 def test_missing_ninja_says_how_to_fix_it(tmp_path):
     root = make_scratch_root(tmp_path)
     result = run_python("""
