@@ -559,7 +559,8 @@ def register_drawing_vmap(qualname: str, draws=None, in_place: bool = False) -> 
     `_autograd` twin too, which vmap(grad(...)) reaches.
     A call none of whose tensors is batched never reaches that rule (FuncTorchBatched): vmap's mode key
     (_register_unbatched_draws) gives it the randomness of torch.randn_like(unbatched). in_place (normal_out,
-    langevin_step_): only that, as for torch's in-place random ops; a batched call is vmap's error."""
+    langevin_step_): only that; a batched target is vmap's error ("Batching rule not implemented"), where
+    torch's own in-place random ops (Tensor.normal_) take one: pass a tensor of the whole batch instead."""
     if _has_autograd_twin(qualname):
         register_drawing_vmap(f"{qualname}_autograd", draws, in_place)
     _register_unbatched_draws(qualname, draws, in_place)
