@@ -265,6 +265,14 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
     same model: nothing is rebuilt). The model must treat samples independently (eval-mode
     BatchNorm, no cross-sample layers).
     """
+    if torch.is_inference_mode_enabled():
+        # Autograd records nothing under torch.inference_mode (the Linear route raised from the inference tensors'
+        # version counters; torch 2.11's torch.func.grad returned zeros there): the work runs outside it, on
+        # normal copies of inputs made in it.
+        with torch.inference_mode(False):
+            inputs, targets = (t.clone() if isinstance(t, torch.Tensor) and t.is_inference() else t
+                               for t in (inputs, targets))
+            return per_sample_grads(model, loss_fn, inputs, targets)
     params = {name: p for name, p in model.named_parameters() if p.requires_grad}
     linears = {}  # module -> its parameter names (that require grad)
     for mod_name, mod in model.named_modules():
@@ -276,10 +284,7 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
                      if getattr(mod, kind) is not None and prefix + kind in params}
             if names:
                 linears[mod] = names
-    # Under torch.inference_mode autograd records nothing (the Linear route raised from the inference tensors'
-    # version counters); torch.func's route differentiates there: it takes every parameter.
-    calls, outputs = _linear_calls(model, inputs, linears) if linears and not torch.is_inference_mode_enabled() \
-        else ([], None)
+    calls, outputs = _linear_calls(model, inputs, linears) if linears else ([], None)
     if not calls:  # no Linear's forward ran (MultiheadAttention reads its out_proj's weight itself): torch.func
         linears = {}
     linear_names = {name for names in linears.values() for name in names.values()}
