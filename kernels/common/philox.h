@@ -162,6 +162,17 @@ inline void philox_words_cpu(uint64_t seed, uint64_t first, int64_t count, uint3
   }
 }
 
+// z[4i + k] = lane k of normal4 of the Philox call whose words are words[4i, 4i + 4), for i < count.
+inline void normal4_of_words_cpu(const uint32_t* words, int64_t count, float* z) {
+  for (int64_t j = 0; j < 2 * count; ++j) {  // pair j: radius from words[2j], angle from words[2j + 1]
+    const float radius = std::sqrt(-2.0f * log_positive(uniform_open0(words[2 * j])));
+    float c, s;
+    cos_sin_two_pi(uniform_open0(words[2 * j + 1]), &c, &s);
+    z[2 * j] = radius * c;
+    z[2 * j + 1] = radius * s;
+  }
+}
+
 // z[4i + k] = lane k of normal4(seed, first + i, subsequence) (up to the polynomials' rounding),
 // for i < count.
 inline void normal4_batch_cpu(uint64_t seed, uint64_t first, int64_t count, float* z, uint64_t subsequence = 0) {
@@ -169,14 +180,7 @@ inline void normal4_batch_cpu(uint64_t seed, uint64_t first, int64_t count, floa
   for (int64_t done = 0; done < count; done += kPhiloxBatchCpu) {
     const int64_t blocks = count - done < kPhiloxBatchCpu ? count - done : kPhiloxBatchCpu;
     philox_words_cpu(seed, first + static_cast<uint64_t>(done), blocks, bits, subsequence);
-    float* out = z + 4 * done;
-    for (int64_t j = 0; j < 2 * blocks; ++j) {  // pair j: radius from bits[2j], angle from bits[2j + 1]
-      const float radius = std::sqrt(-2.0f * log_positive(uniform_open0(bits[2 * j])));
-      float c, s;
-      cos_sin_two_pi(uniform_open0(bits[2 * j + 1]), &c, &s);
-      out[2 * j] = radius * c;
-      out[2 * j + 1] = radius * s;
-    }
+    normal4_of_words_cpu(bits, blocks, z + 4 * done);
   }
 }
 

@@ -20,15 +20,23 @@ template <typename T, typename Rows>
 void langevin_rows_cpu(const Rows& rows, const T* x0, T* xo, T* traj, int64_t B, int64_t D, int64_t n_steps,
                        const LangevinUpdate<T>& upd, int64_t thin, jk::PhiloxSeed seed) {
   const int64_t nq = (D + 3) / 4;  // Philox draws per row and step
+  // A row's draws for several steps at once (its counters are consecutive): one step at a time, a narrow row
+  // paid a whole batch's set-up for one Philox call and its maths ran unvectorized (D = 1: 5x eager's time).
+  const int64_t batch_steps = std::max<int64_t>(1, std::min<int64_t>(n_steps, jk::kPhiloxBatchCpu / nq));
   at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> x(D), g(D);
-    std::vector<float> z(4 * nq);
+    std::vector<float> z(4 * nq * batch_steps);
     for (int64_t r = begin; r < end; ++r) {
       std::copy(x0 + r * D, x0 + (r + 1) * D, x.begin());
       for (int64_t step = 0; step < n_steps; ++step) {
+        const int64_t k = step % batch_steps;  // this step's draws: z[4 nq k, 4 nq (k + 1))
+        if (k == 0) {
+          const int64_t steps = std::min(batch_steps, n_steps - step);
+          jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + step * nq, steps * nq, z.data(), r);
+        }
         rows.grad(x.data(), g.data(), D);
-        jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + step * nq, nq, z.data(), r);
-        for (int64_t i = 0; i < D; ++i) x[i] = upd(x[i], g[i], T(z[i]));
+        const float* zk = z.data() + 4 * nq * k;
+        for (int64_t i = 0; i < D; ++i) x[i] = upd(x[i], g[i], T(zk[i]));
         if (thin > 0 && (step + 1) % thin == 0)
           std::copy(x.begin(), x.end(), traj + (((step + 1) / thin - 1) * B + r) * D);
       }
@@ -43,16 +51,26 @@ template <typename T, typename Rows>
 void hmc_rows_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int64_t B, int64_t D, int64_t n_steps,
                   T eps, int64_t n_leapfrog, int64_t thin, jk::PhiloxSeed seed) {
   const int64_t nq = (D + 3) / 4;
+  const int64_t calls = nq + 1;  // a step's Philox calls (consecutive counters)
+  // A row's words for several steps at once, as in langevin_rows_cpu; the normals' maths runs over the accept
+  // calls' words too (unused there), so that it vectorizes over the whole batch.
+  const int64_t batch_steps = std::max<int64_t>(1, std::min<int64_t>(n_steps, jk::kPhiloxBatchCpu / calls));
   at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
     std::vector<T> x(D), x0(D), p(D), g(D);
-    std::vector<float> z(4 * nq);
+    std::vector<uint32_t> words(4 * calls * batch_steps);
+    std::vector<float> z(4 * calls * batch_steps);
     for (int64_t r = begin; r < end; ++r) {
       std::copy(x_in + r * D, x_in + (r + 1) * D, x.begin());
       int64_t accepted = 0;
       for (int64_t step = 0; step < n_steps; ++step) {
-        const uint64_t base = seed.offset / 4 + step * (nq + 1);
-        jk::normal4_batch_cpu(seed.seed, base, nq, z.data(), r);
-        for (int64_t i = 0; i < D; ++i) p[i] = T(z[i]);
+        const int64_t k = step % batch_steps;  // this step's calls: words[4 calls k, 4 calls (k + 1))
+        if (k == 0) {
+          const int64_t steps = std::min(batch_steps, n_steps - step);
+          jk::philox_words_cpu(seed.seed, seed.offset / 4 + step * calls, steps * calls, words.data(), r);
+          jk::normal4_of_words_cpu(words.data(), steps * calls, z.data());
+        }
+        const float* zk = z.data() + 4 * calls * k;
+        for (int64_t i = 0; i < D; ++i) p[i] = T(zk[i]);
         x0 = x;
         T h0 = rows.energy(x.data(), D);
         for (int64_t i = 0; i < D; ++i) h0 += T(0.5) * p[i] * p[i];
@@ -66,7 +84,7 @@ void hmc_rows_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int64
         }
         T h1 = rows.energy(x.data(), D);
         for (int64_t i = 0; i < D; ++i) h1 += T(0.5) * p[i] * p[i];
-        const float u = jk::uniform_open0(jk::philox4x32_10(seed.seed, base + nq, r).x);
+        const float u = jk::uniform_open0(words[4 * (calls * k + nq)]);  // lane x of the step's last call
         if (std::log(T(u)) < h0 - h1) {  // false when h1 is NaN or inf: rejected
           ++accepted;
         } else {
