@@ -763,6 +763,15 @@ def test_per_sample_grads_of_a_model_returning_a_tuple_or_dict(device, structure
         torch.testing.assert_close(got[name], expected[name])
 
 
+def assert_per_sample_grads_match_the_reference(model, device):
+    """per_sample_grads of `model` (inputs of 5, outputs of 3, a batch of 6) against reference.py's loop."""
+    x, t = torch.randn(6, 5, device=device), torch.randn(6, 3, device=device)
+    loss_fn = nn.functional.mse_loss
+    got, expected = linalg.per_sample_grads(model, loss_fn, x, t), ref.per_sample_grads(model, loss_fn, x, t)
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name])
+
+
 def test_per_sample_grads_of_a_linear_subclass_with_its_own_forward(device):
     """A subclass of nn.Linear whose forward transforms its weight and bias (StyleGAN's equalized learning rate;
     QAT's fake-quantized weight) was taken for a plain Linear: its gradients came from the outer products,
@@ -773,11 +782,7 @@ def test_per_sample_grads_of_a_linear_subclass_with_its_own_forward(device):
 
     torch.manual_seed(0)
     model = nn.Sequential(EqualLinear(5, 4), nn.Tanh(), nn.Linear(4, 3)).to(device)
-    x, t = torch.randn(6, 5, device=device), torch.randn(6, 3, device=device)
-    loss_fn = nn.functional.mse_loss
-    got, expected = linalg.per_sample_grads(model, loss_fn, x, t), ref.per_sample_grads(model, loss_fn, x, t)
-    for name in expected:
-        torch.testing.assert_close(got[name], expected[name])
+    assert_per_sample_grads_match_the_reference(model, device)
 
 
 def test_per_sample_grads_of_a_linear_whose_output_a_forward_hook_changes(device):
@@ -787,11 +792,7 @@ def test_per_sample_grads_of_a_linear_whose_output_a_forward_hook_changes(device
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 3)).to(device)
     model[0].register_forward_hook(lambda mod, args, out: out * 2)
-    x, t = torch.randn(6, 5, device=device), torch.randn(6, 3, device=device)
-    loss_fn = nn.functional.mse_loss
-    got, expected = linalg.per_sample_grads(model, loss_fn, x, t), ref.per_sample_grads(model, loss_fn, x, t)
-    for name in expected:
-        torch.testing.assert_close(got[name], expected[name])
+    assert_per_sample_grads_match_the_reference(model, device)
 
 
 def test_per_sample_grads_under_no_grad(device):

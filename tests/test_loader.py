@@ -626,6 +626,19 @@ def test_a_registration_that_throws_is_a_build_error_not_a_dead_process(tmp_path
     assert "value 1.0" in result.stdout
 
 
+def first_build_error_line(root, cache, env_extra=None) -> str:
+    """The first line of the BuildError that loading the scratch family raises, in a fresh process."""
+    result = run_python("""
+        import loader
+        try:
+            loader.load("scratch")
+        except loader.BuildError as exc:
+            print("ERROR", str(exc).splitlines()[0])
+    """, root, cache, env_extra=env_extra)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return next(line for line in result.stdout.splitlines() if line.startswith("ERROR"))
+
+
 def test_a_function_declared_but_defined_nowhere_is_named(tmp_path):
     """A library links with undefined symbols, and then fails to load: torch's error says only "Could not
     load this library", with dlopen's reason in its cause, and the BuildError said "no compiler error line
@@ -634,15 +647,7 @@ def test_a_function_declared_but_defined_nowhere_is_named(tmp_path):
     (root / "scratch" / "scratch.cpp").write_text(SCRATCH_CPP.replace(
         "at::Tensor add_constant(const at::Tensor& x) {\n  return x.add(VALUE);",
         "at::Tensor helper(const at::Tensor& x);\nat::Tensor add_constant(const at::Tensor& x) {\n  return helper(x);"))
-    result = run_python("""
-        import loader
-        try:
-            loader.load("scratch")
-        except loader.BuildError as exc:
-            print("ERROR", str(exc).splitlines()[0])
-    """, root, tmp_path / "cache")
-    assert result.returncode == 0, result.stderr[-3000:]
-    error = next(line for line in result.stdout.splitlines() if line.startswith("ERROR"))
+    error = first_build_error_line(root, tmp_path / "cache")
     assert "undefined symbol: _Z6helperRKN2at6TensorE" in error, error
     assert shutil.which("c++filt") is None or "helper(at::Tensor const&)" in error, error
 
@@ -673,15 +678,7 @@ def test_a_verbose_build_error_still_names_the_compiler_error(tmp_path):
     line found)" and its log held two lines, neither the error."""
     root = make_scratch_root(tmp_path)
     (root / "scratch" / "scratch.cpp").write_text('#include "jk.h"\n\nint broken() { return undefined_name; }\n')
-    result = run_python("""
-        import loader
-        try:
-            loader.load("scratch")
-        except loader.BuildError as exc:
-            print("ERROR", str(exc).splitlines()[0])
-    """, root, tmp_path / "cache", env_extra={"JITKERNELS_VERBOSE": "1"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    error = next(line for line in result.stdout.splitlines() if line.startswith("ERROR"))
+    error = first_build_error_line(root, tmp_path / "cache", env_extra={"JITKERNELS_VERBOSE": "1"})
     assert "scratch.cpp:3:" in error and "undefined_name" in error, error
 
 
