@@ -114,11 +114,15 @@ struct DdpmCoefFn {
 
   C10_HOST_DEVICE bool per_row() const { return t.ptr != nullptr && t.stride != 0; }
 
-  // For t in [0, T): whether abar falls from row t - 1 (1 before row 0) to row t, as it does in a table in
-  // ascending timestep order. One in diffusers' descending `timesteps` order would step the wrong way.
+  // abar of row t - 1, for t in [0, T): 1 before row 0 (the final step).
+  C10_HOST_DEVICE double abar_prev(int64_t ti) const {
+    return ti > 0 ? schedule[(ti - 1) * kScheduleCols + kAlphaCumprod] : 1.0;
+  }
+
+  // For t in [0, T): whether abar falls from row t - 1 to row t, as it does in a table in ascending timestep
+  // order. One in diffusers' descending `timesteps` order would step the wrong way.
   C10_HOST_DEVICE bool ascending_at(int64_t ti) const {
-    const double abar_prev = ti > 0 ? schedule[(ti - 1) * kScheduleCols + kAlphaCumprod] : 1.0;
-    return abar_prev >= schedule[ti * kScheduleCols + kAlphaCumprod];
+    return abar_prev(ti) >= schedule[ti * kScheduleCols + kAlphaCumprod];
   }
 
   template <typename acc_t>
@@ -126,8 +130,7 @@ struct DdpmCoefFn {
     const int64_t ti = t.at(row);
     if (ti < 0 || ti >= num_timesteps || !ascending_at(ti)) return StepCoefs<acc_t>{0, 0, 0, 0, 0, 0, 0, false, 0};
     const double* r = schedule + ti * kScheduleCols;
-    const double abar_prev = ti > 0 ? schedule[(ti - 1) * kScheduleCols + kAlphaCumprod] : 1.0;
-    const Posterior post = ddpm_posterior(r[kAlphaCumprod], abar_prev, ti == 0);
+    const Posterior post = ddpm_posterior(r[kAlphaCumprod], abar_prev(ti), ti == 0);
     const X0Coefs x0 = x0_coefs(prediction, r[kSqrtAlphaCumprod], r[kSqrtOneMinusAlphaCumprod]);
     return cast_coefs<acc_t>(x0, post.coef_x0, post.coef_xt, 0.0, post.std,
                              absent_x0_terms(prediction) | term_bit(kPM));  // the posterior mean has no m term
