@@ -1,4 +1,10 @@
 """Family `fused`: relu_add against its reference, autograd, opcheck, compile, CUDA graphs, bad input."""
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -92,6 +98,27 @@ def test_16bit_cpu_loops_without_avx512():
     models (the other users of the loop), on the CPU, again in a process with it set."""
     rerun_tests(["test_fused.py", "test_ebm.py"], "(every_value or local_energy_and_score) and cpu",
                 {"JITKERNELS_CPU_AVX512": "0"}, timeout=900)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the AVX-512 switch exists on x86-64 only")
+def test_the_avx512_switch_takes_the_loaders_words():
+    """JITKERNELS_CPU_AVX512 was on unless exactly "0": "false" or "off" (which JITKERNELS_CUDA takes) ran
+    the AVX-512 loop anyway, and a typo went unnoticed. It now reads the loader's words and names itself
+    for anything else (read when a 16-bit loop first runs; the variable before the CPU check, so every
+    x86-64 machine sees a typo)."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os, torch, loader
+        x = torch.linspace(-3, 3, 1000).bfloat16()
+        os.environ["JITKERNELS_CPU_AVX512"] = "maybe"
+        try:
+            loader.fused.relu_add(x, x)
+        except ValueError as exc:
+            print("ERROR", exc)
+        os.environ["JITKERNELS_CPU_AVX512"] = " Off "
+        print("EQUAL", torch.equal(loader.fused.relu_add(x, x), (torch.relu(x.float()) + x.float()).bfloat16()))
+    """)], env=os.environ | {"PYTHONPATH": str(loader.REPO)}, capture_output=True, text=True, timeout=600)
+    assert "ERROR JITKERNELS_CPU_AVX512 must be 0 or 1, got 'maybe'" in result.stdout, result.stdout + result.stderr
+    assert "EQUAL True" in result.stdout, result.stdout + result.stderr
 
 
 def test_every_element_written(device):

@@ -8,8 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -23,6 +21,7 @@
 #endif
 
 #include "bits.h"
+#include "env_flag.h"
 
 namespace jk {
 
@@ -190,13 +189,13 @@ struct OpmathSegment {
 
 #if defined(JK_CPU_AVX512)
 // Whether to run the AVX-512F loop: this CPU and its OS run AVX-512F code, and JITKERNELS_CPU_AVX512
-// is not 0 (asked once; the tests set it to run the AVX2 loop on an AVX-512 machine). The build's flags
+// is not off (0/false/no/off; asked once; the tests set it to run the AVX2 loop on an AVX-512 machine). The build's flags
 // stay the host's AVX2 set (loader.py): AVX-512 flags for every CPU loop made some slower (session 34),
 // so only the 16-bit elementwise loop below is built for it, through a target attribute.
 inline bool use_cpu_avx512() {
   static const bool use = [] {
-    const char* value = std::getenv("JITKERNELS_CPU_AVX512");
-    return __builtin_cpu_supports("avx512f") && !(value != nullptr && std::string(value) == "0");
+    // The variable first: a misspelt value is an error on every x86 machine, not only on AVX-512 ones.
+    return jk::env_flag("JITKERNELS_CPU_AVX512", true) && __builtin_cpu_supports("avx512f");
   }();
   return use;
 }

@@ -19,11 +19,11 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include "cuda_launch.cuh"
 #include "diffusion.h"
+#include "env_flag.h"
 #include "opmath.h"
 #include "reduce.cuh"
 
@@ -466,10 +466,7 @@ bool launch_conv1d_direct(jk::CudaLaunch& launch, const jk::CudaTensor& y, const
     // JITKERNELS_PORTABLE_CLUSTERS=1: portable sizes only (the unfused path for larger groups).
     // tools/sanitize.sh sets it for synccheck, which reports the barriers of 16-block clusters as
     // divergent even in a kernel of straight-line __syncthreads (results/session9/synccheck_cluster).
-    static const bool portable_only = [] {
-      const char* value = std::getenv("JITKERNELS_PORTABLE_CLUSTERS");
-      return value != nullptr && value[0] == '1';
-    }();
+    static const bool portable_only = jk::env_flag("JITKERNELS_PORTABLE_CLUSTERS", false);
     if (portable_only) return false;
     // Allowed on request, and asked of the device (once per device, with the largest blocks and window,
     // before any CUDA graph capture: the first call is a warm-up), not assumed.
