@@ -40,6 +40,12 @@ __all__ = ["BuildError", "Family", "families", "load", "prebuild", "reload", "ca
 # Paths are made absolute, not resolved: resolving stats every component (~0.1 ms each time, the warm path
 # took three), and nothing here needs symlinks undone.
 REPO = Path(os.path.abspath(__file__)).parent
+# A relative path in the environment (JITKERNELS_CACHE, JITKERNELS_ROOT) is read against the working directory
+# at import: a notebook's os.chdir between two loads must not move the cache or the kernels root.
+try:
+    IMPORT_DIR = os.getcwd()
+except OSError:  # the working directory was deleted: relative variables then fall back to the current one
+    IMPORT_DIR = ""
 # Bump when the way a build is made changes, so old cache entries are not reused.
 RECIPE_VERSION = "3"  # 2: the manifest records the library's sha256; 3: and its size and mtime
 
@@ -155,15 +161,24 @@ def _env_flag(name: str) -> bool | None:
 
 def kernels_root(root: str | os.PathLike | None = None) -> Path:
     """The folder holding the families: the argument, $JITKERNELS_ROOT, or the repo's kernels/."""
-    return Path(os.path.abspath(root or os.environ.get("JITKERNELS_ROOT") or REPO / "kernels"))
+    if root:
+        return Path(os.path.abspath(root))
+    return Path(_env_path("JITKERNELS_ROOT") or REPO / "kernels")
 
 
 def cache_dir() -> Path:
     """$JITKERNELS_CACHE, else ~/.cache/jitkernels (or $XDG_CACHE_HOME/jitkernels)."""
-    if os.environ.get("JITKERNELS_CACHE"):
-        return Path(os.path.abspath(os.path.expanduser(os.environ["JITKERNELS_CACHE"])))
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    explicit = _env_path("JITKERNELS_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = _env_path("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(os.path.abspath(os.path.join(base, "jitkernels")))
+
+
+def _env_path(name: str) -> str | None:
+    """The environment variable `name` as an absolute path (None when unset or empty); see IMPORT_DIR."""
+    value = os.environ.get(name)
+    return os.path.abspath(os.path.join(IMPORT_DIR, os.path.expanduser(value))) if value else None
 
 
 def families(root: str | os.PathLike | None = None) -> list[str]:

@@ -270,6 +270,7 @@ def _compile_error(spec: _Spec, log: str, build_dir: Path) -> BuildError:
     try:
         log_path.write_text(log)
         where = f"full log: {log_path}"
+        _prune_failed_logs(spec.family_cache)
     except OSError as exc:  # the disk may be the very problem
         where = f"the log could not be written to {log_path} ({exc.strerror})"
     full = next((line.strip() for line in log.splitlines() if re.search(_NO_SPACE_TEXT, line)), None)
@@ -279,6 +280,23 @@ def _compile_error(spec: _Spec, log: str, build_dir: Path) -> BuildError:
                           f"with room, then load it again; {where}")
     return BuildError(f"{_first_compiler_error(log)}\n"
                       f"building family {spec.name!r} ({spec.halves()}) failed; {where}", in_sources=True)
+
+
+# Every failed edit in a notebook writes a log; the newest few are kept.
+FAILED_LOGS_KEPT = 4
+
+
+def _prune_failed_logs(family_cache: Path) -> None:
+    """Delete the family's failed-build logs but the FAILED_LOGS_KEPT newest."""
+    def age(path: Path) -> float:
+        try:
+            return -path.stat().st_mtime
+        except OSError:  # deleted by another process meanwhile
+            return 0.0
+
+    for path in sorted(family_cache.glob("build-*.log"), key=age)[FAILED_LOGS_KEPT:]:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _clear_leftovers(spec: _Spec) -> None:

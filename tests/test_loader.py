@@ -595,6 +595,37 @@ def test_broken_family_raises_build_error_with_file_and_line(tmp_path):
     assert "value 1.0" in result.stdout
 
 
+def test_failed_build_logs_are_kept_for_the_newest_few(tmp_path):
+    """Every failed edit -> reload wrote build-<key>.log into the family's cache, and none was ever deleted."""
+    import types
+
+    import loader_build
+
+    for i in range(loader_build.FAILED_LOGS_KEPT + 3):
+        spec = types.SimpleNamespace(family_cache=tmp_path, key=f"{i:012d}", name="scratch", halves=lambda: "C++")
+        error = loader_build._compile_error(spec, f"scratch.cpp:1:1: error: number {i}\n", tmp_path / "build")
+        assert f"full log: {tmp_path / f'build-{i:012d}.log'}" in str(error)
+        os.utime(tmp_path / f"build-{i:012d}.log", (1000 + i, 1000 + i))  # distinct ages, oldest first
+    kept = sorted(path.name for path in tmp_path.glob("build-*.log"))
+    newest = range(3, loader_build.FAILED_LOGS_KEPT + 3)
+    assert kept == [f"build-{i:012d}.log" for i in newest]
+
+
+def test_a_relative_cache_or_root_stays_where_it_was_at_import(tmp_path):
+    """A relative JITKERNELS_CACHE followed os.chdir: a notebook that changed folder built every family
+    again into a new cache there (and a relative JITKERNELS_ROOT lost its families)."""
+    make_scratch_root(tmp_path)
+    result = run_python("""
+        import os, loader
+        before = loader.cache_dir(), loader.kernels_root(), loader.families()
+        os.chdir(os.path.expanduser("~"))
+        after = loader.cache_dir(), loader.kernels_root(), loader.families()
+        print("SAME", before == after, before)
+    """, "kernels", "cache", env_extra={}, cwd=tmp_path)
+    assert f"SAME True ({Path(tmp_path / 'cache')!r}, {Path(tmp_path / 'kernels')!r}, ['scratch'])" in result.stdout, \
+        result.stdout + result.stderr
+
+
 def test_a_registration_that_throws_is_a_build_error_not_a_dead_process(tmp_path):
     """A schema typo or an op defined twice throws while the library's static initializers run, inside
     dlopen: the exception ended in std::terminate and the process (a notebook's kernel) died with SIGABRT
