@@ -42,6 +42,12 @@ def test_schedule_matches_reference(kind, T):
 
 def test_schedule_on_device(device):
     assert D.ddpm_schedule(10, device=device).device.type == device
+    # Like torch's factory functions it follows the default device (it stayed on the CPU, and the first
+    # step under torch.set_default_device("cuda") refused it).
+    with torch.device(device):
+        assert D.ddpm_schedule(10).device.type == device
+    with torch.device("meta"):
+        assert D.ddpm_schedule(10).device.type == "meta"
 
 
 # ---------------------------------------------------------------- steps against the reference

@@ -57,10 +57,11 @@ def ddpm_schedule(num_train_timesteps: int = 1000, beta_schedule: str = "linear"
     beta_schedule: "linear", "scaled_linear" or "squaredcos_cap_v2" (as diffusers; computed in
     float64). Columns: SCHEDULE_COLUMNS (beta, alphas_cumprod, their square roots, and the DDPM
     posterior coefficients and "fixed_small" standard deviation). Computed on the CPU, then moved to
-    `device`.
+    `device` (default: torch's default device, as for torch's factory functions, so a notebook under
+    torch.set_default_device("cuda") gets a table on the GPU).
     """
     table = _ops.ddpm_schedule(num_train_timesteps, beta_schedule, beta_start, beta_end)
-    return table if device is None else table.to(device)
+    return table.to(torch.get_default_device() if device is None else device)
 
 
 def ddpm_step(model_output: torch.Tensor, t, sample: torch.Tensor, schedule: torch.Tensor,
