@@ -30,8 +30,8 @@ def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype 
     (the radius's uniform from 23 bits, so |z| <= 5.65; 16-bit uniforms for float16/bfloat16 outputs,
     whose |z| then stays below 4.86);
     mean + std * z is computed in float64 for a float64 output, else float32.
-    out: a contiguous (n, d) tensor to write into instead (dtype is then out's). A negative std raises
-    on the CPU; on CUDA (no host sync allowed) its column comes out NaN. Not differentiable: the
+    out: a contiguous (n, d) tensor to write into instead (dtype is then out's). A negative or NaN std
+    raises on the CPU; on CUDA (no host sync allowed) its column comes out NaN. Not differentiable: the
     samples never require grad (torch.randn's convention). For a reparameterized sample that carries
     gradients to mean and std, use mean + std * normal(zeros, ones, n).
     """

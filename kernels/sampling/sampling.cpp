@@ -43,14 +43,15 @@ void check_normal_params(const at::Tensor& mean, const at::Tensor& std) {
   jk::check_like(mean, "mean", std, "std");
 }
 
-// On the CPU the values are at hand, so a negative std is an error (CUDA gives NaN instead).
+// On the CPU the values are at hand, so a negative or NaN std is an error, as in torch.normal (CUDA gives NaN
+// instead: its check would be a host sync).
 void check_std_nonnegative_cpu(const at::Tensor& std) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, std.scalar_type(), "check_std", [&] {
     const at::Tensor s = std.contiguous();
     const scalar_t* p = s.const_data_ptr<scalar_t>();
     for (int64_t j = 0; j < s.numel(); ++j) {
       const double v = static_cast<double>(p[j]);
-      TORCH_CHECK_VALUE(!(v < 0), "std must be >= 0 everywhere, got std[", std::to_string(j), "] = ", jk::num(v));
+      TORCH_CHECK_VALUE(v >= 0, "std must be >= 0 everywhere, got std[", std::to_string(j), "] = ", jk::num(v));
     }
   });
 }
