@@ -852,3 +852,19 @@ def test_cem_minimize_best_is_cem_update_s_pick_with_infinite_scores(scores, max
     want = values[torch.sort(key, stable=True).indices[0]]
     torch.testing.assert_close(result.best_value, want, rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(result.history, want[None], rtol=0, atol=0, equal_nan=True)
+
+
+def test_cpu_normal_draws_do_not_depend_on_the_batch_of_philox_calls():
+    """The CPU computes Philox eight calls at a time in AVX2 (where the build has it) and the rest one at a
+    time: the first 7 calls' draws (28 normals, all from the one-at-a-time loop) equal those of longer draws
+    whose calls go eight at a time (with and without a tail of single calls). Each CPU call takes a fresh
+    seed from the generator, its counters starting at 0."""
+    zero, one = torch.zeros(1), torch.ones(1)
+    draws = {}
+    for n in (28, 4096, 4096 + 20):
+        torch.manual_seed(5)
+        draws[n] = fam.normal(zero, one, n)
+    assert torch.equal(draws[28], draws[4096][:28])
+    assert torch.equal(draws[4096], draws[4096 + 20][:4096])
+    torch.manual_seed(6)
+    assert not torch.equal(fam.normal(zero, one, 28), draws[28])
