@@ -54,8 +54,14 @@ using jk::box_muller_radius;  // 32-bit outputs' radius and angle (16-bit ones: 
 using jk::circle_point_mufu;
 
 // The Box-Muller pair of one Philox word for 16-bit outputs, divided by normal_scale<8>():
-// sqrt(-log2 u) (cos θ, sin θ), u = (k + ½) 2^-16 from the top 16 bits k, θ = 2π j 2^-16 from the
+// sqrt(-log2 u) (cos θ, sin θ), u = (k + ½) 2^-16 from the top 16 bits k, θ = 2π j 2^-16 + δ from the
 // low 16 bits j. (θ's grid has 2^16 points, as u's has; -log2 u <= 17, so |z| <= 4.86.)
+// δ = 2^-14 radians (0.64 of the grid's spacing) turns the grid off the quarter turns, where cos or sin
+// is exactly 0: without it 1 in 2^15 16-bit outputs was exactly 0 (a true normal rounded to 16 bits
+// almost never is). A turned grid of 2^16 points still has cos and sin summing to 0, and on the GPU δ
+// costs nothing: it moves the FFMA's constant by one float step.
+constexpr float kTwoPi16 = 6.283185307179586f;
+constexpr float kAngleTurn16 = 0.00006103515625f;  // δ = 2^-14, the float step of 128 * 2π
 C10_HOST_DEVICE inline void normal_pair16(uint32_t bits, float* z0, float* z1) {
   const float u = uniform_hi16(bits);
   float r, s, c;
@@ -66,12 +72,12 @@ C10_HOST_DEVICE inline void normal_pair16(uint32_t bits, float* z0, float* z1) {
   float log2_u;
   asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(log2_u) : "f"(u));
   asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(-log2_u));
-  constexpr float kTwoPi = 6.283185307179586f;
-  __sincosf(fmaf(f, kTwoPi, -128.0f * kTwoPi), &s, &c);  // θ = (f - 2^7) 2π, rounded once
+  // θ = (f - 2^7) 2π + δ, rounded once (-2^7 2π + δ is a float: one step above -2^7 2π)
+  __sincosf(fmaf(f, kTwoPi16, -128.0f * kTwoPi16 + kAngleTurn16), &s, &c);
 #else
   const float f = same_bits<float>(0x43000000u | (bits & 0xffffu));
   r = std::sqrt(-1.4426950408889634f * jk::log_positive(u));  // log2 u = ln u / ln 2
-  jk::cos_sin_two_pi(f - 128.0f, &c, &s);                     // j 2^-16 turns, exactly
+  jk::cos_sin_two_pi((f - 128.0f) + kAngleTurn16 / kTwoPi16, &c, &s);  // j 2^-16 turns (exact), + δ
 #endif
   *z0 = r * c;
   *z1 = r * s;
