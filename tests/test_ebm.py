@@ -1005,3 +1005,21 @@ def test_cpu_energies_and_scores_do_not_depend_on_the_thread_count(model, B, D, 
     for n, (energy, score) in zip((2, 3, 7), results[1:]):
         assert torch.equal(energy, results[0][0]), f"energies with {n} threads differ from 1 thread's"
         assert torch.equal(score, results[0][1]), f"scores with {n} threads differ from 1 thread's"
+
+
+# ---------------------------------------------------------------- session 46's CUDA review
+
+@needs_cuda
+@pytest.mark.parametrize("model", LOCAL)
+def test_cuda_wide_rows_sum_without_drift(model):
+    """The CUDA lane-group kernel (rows wider than 8 vectors) summed each lane's D/32 terms (and Ackley's row sums)
+    one after another in float32, so the error grew with D as the CPU's did before session 43: a constant 3x512x512
+    row's energies were 4e-5 to 9e-5 off (Ackley's score 3e-5), torch.sum 1e-7. Each chunk's sum is now added in
+    double. (The bar leaves room for the MUFU sine and cosine of Rastrigin and Ackley, ~5e-6 on a constant row.)"""
+    x = torch.full((2, 3 * 512 * 512), 0.1, device="cuda")
+    params = PARAMS[model]
+    expected = ref.ENERGIES[model](x.double(), **params)
+    torch.testing.assert_close(ebm.energy(x, model, **params).double(), expected, rtol=1e-5, atol=0)
+    score = ref.SCORES[model](x.double(), **params)
+    torch.testing.assert_close(ebm.score(x, model, **params).double(), score, rtol=1e-5,
+                               atol=1e-5 * score.abs().max().item())
