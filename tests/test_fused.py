@@ -237,11 +237,18 @@ def test_cuda_graph_capture_and_replay():
 
 @needs_cuda
 def test_runs_on_current_device_and_stream():
+    # x is written on the side stream behind a ~50 ms sleep (as conftest.on_two_gpus does on a second GPU): a
+    # kernel on any other stream (the legacy default one included: PyTorch's side streams do not wait for it)
+    # reads the NaN x holds before. (The test had computed x beforehand, so it could not fail.)
     x, y = _inputs(1 << 16, torch.float32, "cuda")
+    stale = torch.full_like(x, float("nan"))
     stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        out = fused.relu_add(x, y)
-    stream.synchronize()
+        torch.cuda._sleep(50_000_000)
+        stale.copy_(x)
+        out = fused.relu_add(stale, y)
+    torch.cuda.current_stream().wait_stream(stream)
     torch.testing.assert_close(out, torch.relu(x) + y)
 
 
