@@ -1023,3 +1023,16 @@ def test_cuda_wide_rows_sum_without_drift(model):
     score = ref.SCORES[model](x.double(), **params)
     torch.testing.assert_close(ebm.score(x, model, **params).double(), score, rtol=1e-5,
                                atol=1e-5 * score.abs().max().item())
+
+
+# ---------------------------------------------------------------- session 46's API review
+
+def test_langevin_chain_names_hmc_options_it_does_not_take():
+    """hmc_chain names langevin_chain's clamp/noise_scale as not its own; the other way round, langevin_chain
+    given hmc_chain's n_leapfrog (a researcher switching samplers, or distributed_chain(sampler="langevin",
+    n_leapfrog=...)) blamed the model: "model 'harmonic' takes ['k'], not ['n_leapfrog']"."""
+    x = torch.randn(4, 3)
+    with pytest.raises(TypeError, match=r"langevin_chain takes no n_leapfrog \(hmc_chain's option\)"):
+        ebm.langevin_chain(x, "harmonic", 2, 0.1, n_leapfrog=5)
+    with pytest.raises(TypeError, match=r"langevin_chain takes no n_leapfrog"):
+        ebm.langevin_chain(x, "gaussian", 2, 0.1, mean=torch.zeros(3), precision=torch.eye(3), n_leapfrog=5)

@@ -371,6 +371,15 @@ register_drawing_vmap(f"{NAMESPACE}::langevin_step_", in_place=True)
 
 # ---------------------------------------------------------------- chains
 
+def _refuse_other_chains_options(name: str, params: dict, other: str, options: tuple) -> None:
+    """The other chain's options among a chain's model keywords, named as such: else _model_args blamed the model
+    ("model 'harmonic' takes ['k'], not ['clamp']")."""
+    given = sorted(set(options) & set(params))
+    if given:
+        noun = "option" if len(options) == 1 else "options"
+        raise TypeError(f"{name} takes no {' or '.join(given)} ({other}'s {noun})")
+
+
 def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, noise_scale: float = 1.0, *,
                    thin: int = 0, clamp=None, generator: torch.Generator | None = None, **params):
     """Run n_steps of unadjusted Langevin, x ← x + η·score(x) + noise_scale·√(2η)·ε, on every row.
@@ -387,6 +396,7 @@ def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, 
     langevin_step. dtypes: float32, float64. Not differentiable: the samples are constants for autograd
     (they never require grad, as torch.randn's), like the detached samples of contrastive divergence.
     """
+    _refuse_other_chains_options("langevin_chain", params, "hmc_chain", ("n_leapfrog",))
     mean, precision, args = _model_args(model, params)
     lo, hi = _clamp_bounds(clamp)
     out, traj = _ops.langevin_chain(x, model, mean, precision, args, n_steps, step_size, noise_scale, thin, lo, hi,
@@ -405,9 +415,7 @@ def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_lea
     kernels with ATen ops, without host sync.
     dtypes: float32, float64. Not differentiable: the outputs never require grad (as langevin_chain's).
     """
-    langevin_only = sorted({"clamp", "noise_scale"} & set(params))
-    if langevin_only:  # else _model_args blamed the model: "model 'harmonic' takes ['k'], not ['clamp']"
-        raise TypeError(f"hmc_chain takes no {' or '.join(langevin_only)} (langevin_chain's options)")
+    _refuse_other_chains_options("hmc_chain", params, "langevin_chain", ("clamp", "noise_scale"))
     mean, precision, args = _model_args(model, params)
     out, acc, traj = _ops.hmc_chain(x, model, mean, precision, args, n_steps, step_size, n_leapfrog, thin, generator)
     return (out, acc, traj) if thin > 0 else (out, acc)
