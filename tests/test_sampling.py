@@ -880,3 +880,14 @@ def test_normal_16bit_draws_are_never_exactly_zero(device, dtype):
     assert (x == 0).sum().item() == 0
     z = x.double().flatten()
     assert abs(z.mean().item()) < 5 / math.sqrt(z.numel()) and abs(z.var().item() - 1) < 5 * math.sqrt(2 / z.numel())
+
+
+# ---------------------------------------------------------------- session 46's API review
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64])
+def test_cem_minimize_names_fn_when_its_scores_are_not_floating_point(dtype):
+    """An objective that counts (constraint violations, collisions) returns integer scores, which cem_update
+    refuses: the message named `scores`, an argument the caller of cem_minimize never passed. It now names fn,
+    as for scores of the wrong shape."""
+    with pytest.raises(TypeError, match=r"fn must return floating-point scores .*got " + str(dtype).split(".")[1]):
+        fam.cem_minimize(lambda x: (x ** 2).sum(-1).to(dtype), torch.zeros(3), torch.ones(3), 16, 4, 2)

@@ -144,10 +144,17 @@ def _detached(mean, std):
     return mean.detach(), (std.detach() if isinstance(std, torch.Tensor) else std)
 
 
+_SCORE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)  # cem_update's
+
+
 def _check_scores(scores, n_samples: int) -> None:
-    """fn's output, before it is indexed: (n_samples, d) scores raised "index out of range in self"."""
+    """fn's output, before it is indexed: (n_samples, d) scores raised "index out of range in self", and integer
+    ones cem_update's "scores must be float32, ...", naming an argument the caller never passed."""
     if not isinstance(scores, torch.Tensor):
         raise TypeError(f"fn must return a tensor of shape (n_samples,) = ({n_samples},), got {type(scores).__name__}")
+    if scores.dtype not in _SCORE_DTYPES:
+        raise TypeError(f"fn must return floating-point scores (float32, float64, float16 or bfloat16), got "
+                        f"{str(scores.dtype).removeprefix('torch.')}: convert them, e.g. fn(x).float()")
     if scores.shape != (n_samples,):
         raise ValueError(f"fn must return one score per sample, shape (n_samples,) = ({n_samples},), "
                          f"got shape {list(scores.shape)}")
