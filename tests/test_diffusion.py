@@ -1087,3 +1087,18 @@ def test_a_timestep_count_mismatch_under_dynamic_shapes_gives_the_numbers():
     x = torch.randn(3, 4, 6)
     with pytest.raises(Exception, match=r"t must have 1 or sample\.size\(0\) = 3 entries, got 2\b"):
         step(torch.randn_like(x), torch.tensor([1, 2]), x, D.ddpm_schedule(20))
+
+
+# ---------------------------------------------------------------- session 46's API review
+
+def test_schedule_columns_are_reachable_where_the_docstring_sends_the_reader():
+    """ddpm_schedule's docstring says "Columns: SCHEDULE_COLUMNS", but the family object exposes only ops.py's
+    __all__, so loader.diffusion.SCHEDULE_COLUMNS raised AttributeError (ebm's MODELS is exported); the table's
+    column indices were reachable only through .module or .reference."""
+    assert "SCHEDULE_COLUMNS" in D.ddpm_schedule.__doc__
+    columns = D.SCHEDULE_COLUMNS
+    assert columns == D.reference.SCHEDULE_COLUMNS
+    sched = D.ddpm_schedule(10)
+    assert sched.shape[1] == len(columns)
+    betas = torch.linspace(1e-4, 0.02, 10, dtype=torch.float64)
+    torch.testing.assert_close(sched[:, columns.index("alphas_cumprod")], torch.cumprod(1 - betas, 0))

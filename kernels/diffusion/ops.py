@@ -27,9 +27,9 @@ check_numbers: Callable      # loader.check_numbers: refuses a float argument gi
 register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
 _ops = getattr(torch.ops, NAMESPACE)
 
-__all__ = ["ddpm_schedule", "ddpm_step", "ddim_step", "conv1d_gn_mish"]
+__all__ = ["ddpm_schedule", "ddpm_step", "ddim_step", "conv1d_gn_mish", "SCHEDULE_COLUMNS"]
 
-# Columns of the schedule table (see diffusion.h).
+# Columns of the schedule table (see diffusion.h), exported: ddpm_schedule's docstring sends the reader here.
 SCHEDULE_COLUMNS = (
     "beta", "alphas_cumprod", "sqrt_alphas_cumprod", "sqrt_one_minus_alphas_cumprod", "rsqrt_alphas_cumprod",
     "posterior_coef_x0", "posterior_coef_xt", "posterior_std",
