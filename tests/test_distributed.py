@@ -148,3 +148,19 @@ def test_cem_elite_ranks_infinite_scores_as_cem_update_does(scores, maximize):
                                         generator=torch.Generator().manual_seed(5))
     for name, g, w in zip(want._fields, got, want):
         torch.testing.assert_close(g, w, rtol=0, atol=0, msg=name)
+
+
+# ---------------------------------------------------------------- session 46's API review
+
+@pytest.mark.parametrize("sampler", ["langevin", "hmc"])
+def test_distributed_chain_says_to_pass_seed_for_a_generator(sampler):
+    """langevin_chain and hmc_chain take generator=, and distributed_chain passes its kwargs on to them, so
+    distributed_chain(..., generator=g) raised Python's "langevin_chain() got multiple values for keyword argument
+    'generator'" from a module named after the build (distributed_chain makes each rank's generator from seed)."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    try:
+        with pytest.raises(TypeError, match=r"distributed_chain .*seed.*seed \+ rank.*not generator"):
+            loader.ebm.distributed_chain(torch.zeros(2, 2), "harmonic", 1, 0.1, sampler=sampler,
+                                         generator=torch.Generator())
+    finally:
+        dist.destroy_process_group()

@@ -440,6 +440,9 @@ def distributed_chain(x: torch.Tensor, model: str, n_steps: int, step_size: floa
     """
     if sampler not in ("langevin", "hmc"):
         raise ValueError(f"sampler must be 'langevin' or 'hmc', got {sampler!r}")
+    if "generator" in kwargs:  # the chain's own keyword: Python's "got multiple values" named the chain, not seed
+        raise TypeError("distributed_chain draws from a generator of its own on each rank, seeded seed + rank: "
+                        "pass seed=, not generator=")
     generator = torch.Generator(device=x.device).manual_seed(seed + dist.get_rank(group))
     thin = kwargs.get("thin", 0)
     if sampler == "langevin":
