@@ -435,8 +435,8 @@ def distributed_chain(x: torch.Tensor, model: str, n_steps: int, step_size: floa
     Returns (samples, stats) on every rank, or (samples, stats, trajectory) when thin > 0. samples: all
     N*B rows when gather (all_gather), else this rank's B rows; trajectory likewise, (n_steps // thin,
     N*B or B, D). stats (float64, from an all_reduce of per-rank sums, so they cover every rank even
-    without gather; of the final samples): "n", "mean" (D,), "cov" (D, D), and for hmc "accept_rate"
-    over all chains.
+    without gather; of the final samples): "n", "mean" (D,), "cov" (D, D) (divided by n, not n - 1:
+    torch.cov(x.T, correction=0)), and for hmc "accept_rate" over all chains.
     """
     if sampler not in ("langevin", "hmc"):
         raise ValueError(f"sampler must be 'langevin' or 'hmc', got {sampler!r}")
