@@ -1102,3 +1102,12 @@ def test_schedule_columns_are_reachable_where_the_docstring_sends_the_reader():
     assert sched.shape[1] == len(columns)
     betas = torch.linspace(1e-4, 0.02, 10, dtype=torch.float64)
     torch.testing.assert_close(sched[:, columns.index("alphas_cumprod")], torch.cumprod(1 - betas, 0))
+
+
+def test_a_bool_timestep_is_refused():
+    """t=True stepped from timestep 1 and t=False took the final step (a bool is an int to Python)."""
+    S = D.ddpm_schedule(10)
+    x = torch.randn(2, 3)
+    for call in (lambda: D.ddpm_step(x, True, x, S), lambda: D.ddim_step(x, 5, False, x, S)):
+        with pytest.raises(TypeError, match=r"must be an int or an integer tensor, got bool"):
+            call()

@@ -1036,3 +1036,14 @@ def test_langevin_chain_names_hmc_options_it_does_not_take():
         ebm.langevin_chain(x, "harmonic", 2, 0.1, n_leapfrog=5)
     with pytest.raises(TypeError, match=r"langevin_chain takes no n_leapfrog"):
         ebm.langevin_chain(x, "gaussian", 2, 0.1, mean=torch.zeros(3), precision=torch.eye(3), n_leapfrog=5)
+
+
+@pytest.mark.parametrize("clamp", [False, True])
+def test_a_bool_clamp_is_refused(clamp):
+    """A bool is a number to Python: clamp=False (meant as "no clamp") clamped every value to [0, 0], and
+    clamp=True to [-1, 1], silently."""
+    x = torch.randn(4, 3)
+    for call in (lambda: ebm.langevin_step(x, x, 0.1, clamp=clamp), lambda: ebm.langevin_step_(x.clone(), x, 0.1, clamp=clamp),
+                 lambda: ebm.langevin_chain(x, "harmonic", 2, 0.1, clamp=clamp)):
+        with pytest.raises(TypeError, match=rf"^clamp must be None, .* got {clamp} \(for no clamp, pass None\)$"):
+            call()

@@ -42,6 +42,8 @@ def _as_timestep(t, name: str) -> torch.Tensor:
     tensor-like (torch.fx's Proxy, a __torch_function__ wrapper) goes to the op as a tensor does."""
     if torch.overrides.is_tensor_like(t):
         return t
+    if isinstance(t, bool):  # an int to Python: t=True stepped from timestep 1
+        raise TypeError(f"{name} must be an int or an integer tensor, got bool {t!r}")
     if isinstance(t, (int, torch.SymInt)):  # not operator.index: under torch.compile it pinned each value of a
         return torch.tensor(t, dtype=torch.int64)  # varying t (a graph per timestep; past 8, an error or eager)
     try:  # other integers (numpy's)

@@ -290,6 +290,9 @@ def _clamp_bounds(clamp):
     clamp_min (clamp=nan said "clamp_min must be finite, got -nan")."""
     if clamp is None:
         return None, None
+    if isinstance(clamp, bool):  # a Real: clamp=False meant "no clamp" and clamped x to [0, 0]
+        raise TypeError(f"clamp must be None, a number >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, got "
+                        f"{clamp} (for no clamp, pass None)")
     if isinstance(clamp, torch.Tensor) and clamp.dim() == 0:  # a 0-d tensor is a number (it failed to unpack)
         clamp = clamp.item()
     if isinstance(clamp, Real):
