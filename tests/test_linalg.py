@@ -936,7 +936,7 @@ def test_shampoo_pickles_into_another_process(tmp_path):
         import torch
         opt = torch.load({str(path)!r}, weights_only=False)
         weight = opt.param_groups[0]["params"][0]
-        print(type(opt).__name__, opt.state[weight]["step"], opt.state[weight]["PL"][0].sum().item().hex())
+        print(type(opt).__name__, int(opt.state[weight]["step"]), opt.state[weight]["PL"][0].sum().item().hex())
         """)
     out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(__file__)),
                          capture_output=True, text=True, timeout=600)
@@ -1363,3 +1363,74 @@ def test_shampoo_float32_takes_a_root_eps_below_float32s_resolution(device, root
     for p, q in zip(newton, eigh):
         assert torch.isfinite(p).all()
         torch.testing.assert_close(p, q, atol=5e-2, rtol=0)
+
+
+
+
+_script_opt = None  # a script's or notebook's optimizer: a global, which Dynamo specializes on (a closure's or an
+                    # argument's Python ints it makes dynamic after one recompile)
+
+
+def _script_step():
+    _script_opt.step()
+
+
+def _shampoo_mlp_run(steps, backend=None, dtype=torch.float64, **kwargs):
+    """A small MLP (Linear, Tanh, Linear) trained for `steps` steps by Shampoo, its step compiled with `backend`
+    if one is given (as a script does: a function that calls the global optimizer's step). Returns the parameters
+    after it and the optimizer."""
+    global _script_opt
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).to(dtype)
+    x, y = torch.randn(8, 6, dtype=dtype), torch.randn(8, 3, dtype=dtype)
+    opt = _script_opt = linalg.Shampoo(model.parameters(), **{"lr": 1e-2, **kwargs})
+    step = torch.compile(_script_step, backend=backend, fullgraph=True) if backend else opt.step
+    for _ in range(steps):
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        step()
+    _script_opt = None
+    return [p.detach().clone() for p in model.parameters()], opt
+
+
+def test_shampoo_compiled_step_compiles_a_bounded_number_of_times():
+    """The step count was a Python int in each parameter's state, so torch.compile guarded on its value: a
+    compiled step of a global optimizer compiled again at every step, and from the 9th on (Dynamo's recompile
+    limit) ran eager with a warning (until session 46). The count is a CPU tensor now, as in torch's optimizers,
+    and torch.cond decides whether a step recomputes the roots (update_freq = 2 here), in one graph
+    (fullgraph=True). float64: Dynamo's addcmul_ rounds a float32 ulp apart from eager's."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    got, _ = _shampoo_mlp_run(12, counter, update_freq=2)
+    want, _ = _shampoo_mlp_run(12, update_freq=2)
+    torch._dynamo.reset()
+    assert counter.frame_count <= 3, f"{counter.frame_count} compiles over 12 steps"
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_shampoo_loads_a_checkpoint_with_python_int_step_counts():
+    """Checkpoints from before session 46 hold each step count as a Python int; they load, the count becomes the
+    tensor step() counts in, and the run goes on as one that never stopped."""
+    want, _ = _shampoo_mlp_run(5, update_freq=2)
+    _, opt = _shampoo_mlp_run(3, update_freq=2)
+    old = copy.deepcopy(opt.state_dict())
+    for param_state in old["state"].values():
+        param_state["step"] = int(param_state["step"])
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).double()
+    x, y = torch.randn(8, 6, dtype=torch.float64), torch.randn(8, 3, dtype=torch.float64)
+    with torch.no_grad():
+        for p, q in zip(model.parameters(), opt.param_groups[0]["params"]):
+            p.copy_(q)
+    resumed = linalg.Shampoo(model.parameters(), lr=1e-2, update_freq=2)
+    resumed.load_state_dict(old)
+    assert all(torch.is_tensor(s["step"]) and s["step"].item() == 3 for s in resumed.state.values())
+    for _ in range(2):
+        resumed.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        resumed.step()
+    for p, w in zip(model.parameters(), want):
+        assert torch.equal(p.detach(), w)
+

@@ -472,6 +472,8 @@ class Shampoo(torch.optim.Optimizer):
       routes: a float32 statistic's rounding gives it eigenvalues down to about -1.5e-8 of its norm, which the
       Newton iteration cannot clamp as eigh does (root_eps = 1e-12 gave NaN parameters, 1e-8 wild roots).
     root_method: "newton" (this family's kernel) or "eigh" (the usual, slow route; for comparison).
+    torch.compile: step counts are CPU tensors (as in torch's optimizers), so a compiled step does not recompile as
+      they grow (fullgraph=True works); there, torch.cond decides at run time whether to recompute the roots.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
@@ -504,7 +506,9 @@ class Shampoo(torch.optim.Optimizer):
 
     def _init_state(self, p, group):
         state = self.state[p]
-        state["step"] = 0
+        # A CPU tensor, as in torch's optimizers: torch.compile guarded on a Python int's value (a recompile at every
+        # step until session 46). float64: the bias corrections 1 - beta ** step are those of Python floats.
+        state["step"] = torch.tensor(0.0, dtype=torch.float64)
         state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         if p.dim() >= 2:
@@ -515,6 +519,25 @@ class Shampoo(torch.optim.Optimizer):
             state["R"] = [torch.zeros(c1 - c0, c1 - c0, dtype=dtype, device=p.device) for _, _, c0, c1 in blocks]
             state["PL"] = [torch.eye(r1 - r0, dtype=dtype, device=p.device) for r0, r1, _, _ in blocks]
             state["PR"] = [torch.eye(c1 - c0, dtype=dtype, device=p.device) for _, _, c0, c1 in blocks]
+
+    def __setstate__(self, state):
+        # load_state_dict and unpickling end here: a checkpoint from before session 46 holds each step count as a
+        # Python int; it becomes the CPU tensor that step() counts in (as torch's Adam converts its old ones). One
+        # loaded onto a GPU (torch.load's map_location) goes back to the CPU, where reading it needs no sync.
+        super().__setstate__(state)
+        for param_state in self.state.values():
+            step = param_state.get("step")
+            if step is not None and not (torch.is_tensor(step) and step.device.type == "cpu"):
+                param_state["step"] = torch.tensor(float(step), dtype=torch.float64)
+
+    def _roots_due(self) -> tuple:
+        """For every parameter (in param_groups order): does this step recompute its roots (its step count before
+        this step a multiple of update_freq)? Python bools, read from the CPU counts (no device sync). Under
+        torch.compile 0-d bool tensors, which _inverse_roots hands to torch.cond: graphs do not depend on the counts."""
+        zero = torch.zeros((), dtype=torch.float64)  # a parameter's count before its first step
+        due = [(self.state[p]["step"] if "step" in self.state.get(p, {}) else zero) % group["update_freq"] == 0
+               for group in self.param_groups for p in group["params"]]
+        return tuple(due) if torch.compiler.is_compiling() else tuple(bool(d) for d in due)
 
     def load_state_dict(self, state_dict):
         # torch casts every floating state tensor to its parameter's dtype: a 16-bit parameter's float32
@@ -528,29 +551,42 @@ class Shampoo(torch.optim.Optimizer):
                 if key in saved and dtype != p.dtype:
                     self.state[p][key] = [t.to(device=p.device, dtype=dtype) for t in saved[key]]
 
+    @staticmethod
+    def _roots_of(S, root_eps, method):
+        """Inverse 4th roots of the stacked statistics S (k, n, n), each relative to its size (see root_eps)."""
+        frobenius = torch.linalg.matrix_norm(S)[:, None, None]
+        norm = frobenius.clamp_min(torch.finfo(S.dtype).tiny)
+        # A float32 statistic's rounding leaves eigenvalues down to ~-1.5e-8 of its norm, which the Newton
+        # iteration roots as they are: root_eps = 1e-12 gave NaN, 1e-8 roots of ~5e6 (until session 44).
+        root_eps = max(root_eps, torch.finfo(S.dtype).eps)
+        if method == "newton":
+            X = matrix_inverse_root(S / norm, 4, root_eps, max_cond=min(1e16, 1.01 / root_eps + 1), fallback="never")
+        else:
+            X = _eigh_inverse_root(S / norm, 4, root_eps)
+        # A zero statistic (no gradient yet: behind a zero-initialized layer) keeps the identity. Its root,
+        # ~5e10 I in float32, overflowed the grafting norms of later steps: no move until the next update.
+        return torch.where(frobenius == 0, torch.eye(S.shape[-1], dtype=X.dtype, device=X.device), X * norm.pow(-0.25))
+
     def _inverse_roots(self, todo):
-        """todo: list of (statistic, output list, index, root_eps, method). All in one batched call
-        per (block size, dtype, device, root_eps, method)."""
+        """todo: list of (statistic, output list, index, root_eps, method, due). All in one batched call
+        per (block size, dtype, device, root_eps, method). due is True in eager mode (todo holds the due ones);
+        under torch.compile a 0-d bool tensor for every block: torch.cond computes the roots if any is due,
+        torch.where keeps the old root of one that is not."""
         groups = {}
-        for stat, out, i, root_eps, method in todo:
+        for stat, out, i, root_eps, method, due in todo:
             key = (stat.shape[0], stat.dtype, stat.device, root_eps, method)
-            groups.setdefault(key, []).append((stat, out, i))
-        for (n, _, _, root_eps, method), items in groups.items():
-            S = torch.stack([s for s, _, _ in items])
-            frobenius = torch.linalg.matrix_norm(S)[:, None, None]
-            norm = frobenius.clamp_min(torch.finfo(S.dtype).tiny)
-            # A float32 statistic's rounding leaves eigenvalues down to ~-1.5e-8 of its norm, which the Newton
-            # iteration roots as they are: root_eps = 1e-12 gave NaN, 1e-8 roots of ~5e6 (until session 44).
-            root_eps = max(root_eps, torch.finfo(S.dtype).eps)
-            if method == "newton":
-                X = matrix_inverse_root(S / norm, 4, root_eps, max_cond=min(1e16, 1.01 / root_eps + 1),
-                                        fallback="never")
+            groups.setdefault(key, []).append((stat, out, i, due))
+        for (_, _, _, root_eps, method), items in groups.items():
+            S = torch.stack([s for s, _, _, _ in items])
+            if not torch.is_tensor(items[0][3]):
+                X = self._roots_of(S, root_eps, method)
             else:
-                X = _eigh_inverse_root(S / norm, 4, root_eps)
-            # A zero statistic (no gradient yet: behind a zero-initialized layer) keeps the identity. Its root,
-            # ~5e10 I in float32, overflowed the grafting norms of later steps: no move until the next update.
-            X = torch.where(frobenius == 0, torch.eye(n, dtype=X.dtype, device=X.device), X * norm.pow(-0.25))
-            for (_, out, i), x in zip(items, X.unbind(0)):
+                old = torch.stack([out[i] for _, out, i, _ in items])
+                due = torch.stack([d for _, _, _, d in items])
+                X = torch.cond(due.any(), lambda S, old: self._roots_of(S, root_eps, method),
+                               lambda S, old: old.clone(), (S, old))
+                X = [torch.where(d, x, o) for d, x, o in zip(due.unbind(0), X.unbind(0), old.unbind(0))]
+            for (_, out, i, _), x in zip(items, X):
                 out[i] = x
 
     @torch.no_grad()
@@ -567,10 +603,12 @@ class Shampoo(torch.optim.Optimizer):
                     problem = "has a sparse gradient" if p.grad.is_sparse else f"is complex ({p.dtype})"
                     raise RuntimeError(f"Shampoo: param_groups[{i}]['params'][{j}] {problem}, which Shampoo does not "
                                        f"support")
+        due = iter(self._roots_due())
         work, todo = [], []
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for p in group["params"]:
+                roots_due = next(due)
                 if p.grad is None:
                     continue
                 state = self.state[p]
@@ -590,9 +628,11 @@ class Shampoo(torch.optim.Optimizer):
                         Gb = G[r0:r1, c0:c1]
                         state["L"][i].mul_(beta2).addmm_(Gb, Gb.T, alpha=1 - beta2)
                         state["R"][i].mul_(beta2).addmm_(Gb.T, Gb, alpha=1 - beta2)
-                        if (state["step"] - 1) % group["update_freq"] == 0:
-                            todo.append((state["L"][i], state["PL"], i, group["root_eps"], group["root_method"]))
-                            todo.append((state["R"][i], state["PR"], i, group["root_eps"], group["root_method"]))
+                        if torch.is_tensor(roots_due) or roots_due:  # a tensor under torch.compile: see _inverse_roots
+                            todo.append((state["L"][i], state["PL"], i, group["root_eps"], group["root_method"],
+                                         roots_due))
+                            todo.append((state["R"][i], state["PR"], i, group["root_eps"], group["root_method"],
+                                         roots_due))
                 work.append((p, group, blocks if p.dim() >= 2 else None))
         if todo:
             self._inverse_roots(todo)
