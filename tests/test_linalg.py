@@ -1434,3 +1434,22 @@ def test_shampoo_loads_a_checkpoint_with_python_int_step_counts():
     for p, w in zip(model.parameters(), want):
         assert torch.equal(p.detach(), w)
 
+
+@pytest.mark.parametrize("setting", [{"root_method": "Newton"}, {"betas": (0.9, 1.0)}, {"block_size": 0},
+                                     {"update_freq": 0}, {"lr": float("nan")}, {"root_eps": 0.0}])
+@pytest.mark.parametrize("how", ["constructor", "add_param_group"])
+def test_shampoo_refuses_bad_settings_of_a_param_group_by_name(setting, how):
+    """Only the constructor's keyword arguments were checked, not a param group's own settings (the usual way to
+    give one layer other ones): root_method="Newton" in a group ran eigh in silence, betas[1] = 1 made the
+    parameters NaN, lr NaN passed, and block_size=0 / update_freq=0 failed at the first step with Python's
+    "range() arg 3 must not be zero" / "integer modulo by zero" (until session 46)."""
+    W, V = nn.Parameter(torch.randn(4, 3)), nn.Parameter(torch.randn(3, 3))
+    W.grad, V.grad = torch.randn(4, 3), torch.randn(3, 3)
+    name = next(iter(setting))
+    with pytest.raises(ValueError, match=rf"param_groups\[1\].*{name}"):
+        if how == "constructor":
+            linalg.Shampoo([{"params": [W]}, {"params": [V], **setting}]).step()
+        else:
+            opt = linalg.Shampoo([W])
+            opt.add_param_group({"params": [V], **setting})
+            opt.step()

@@ -479,21 +479,30 @@ class Shampoo(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, *, update_freq: int = 1, block_size: int = 1024,
                  root_eps: float = 1e-5, root_method: str = "newton"):
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, update_freq=update_freq,
+                        block_size=block_size, root_eps=root_eps, root_method=root_method)
+        super().__init__(params, defaults)  # each group (defaults filled in) is checked in add_param_group
+
+    def add_param_group(self, param_group):
+        # A group's own settings were not checked, only the constructor's (until session 46): root_method="Newton"
+        # in a group ran eigh in silence, betas[1] = 1 gave NaN, block_size=0 raised Python's "range() arg 3 ...".
+        settings = {**self.defaults, **param_group}
+        where = f"Shampoo param_groups[{len(self.param_groups)}]"
+        lr, betas, eps, weight_decay = settings["lr"], settings["betas"], settings["eps"], settings["weight_decay"]
         # betas[1] = 1 passed until session 40: the first step's bias correction divided by 1 - 1 (NaN).
         # not (x >= 0), not x < 0: NaN eps and weight_decay passed and made every parameter NaN (AdamW refuses them)
         if not (math.isfinite(lr) and lr >= 0) or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1 or not eps >= 0 \
                 or not weight_decay >= 0:
-            raise ValueError(f"Shampoo: lr (finite), eps, weight_decay must be >= 0 and betas in [0, 1), got lr={lr}, "
+            raise ValueError(f"{where}: lr (finite), eps, weight_decay must be >= 0 and betas in [0, 1), got lr={lr}, "
                              f"betas={tuple(betas)}, eps={eps}, weight_decay={weight_decay}")
+        update_freq, block_size, root_eps = settings["update_freq"], settings["block_size"], settings["root_eps"]
         if not isinstance(update_freq, int) or not isinstance(block_size, int) or update_freq < 1 or block_size < 1 \
                 or not 0 < root_eps < 1:
-            raise ValueError(f"Shampoo: update_freq, block_size must be integers >= 1 and root_eps in (0, 1), got "
+            raise ValueError(f"{where}: update_freq, block_size must be integers >= 1 and root_eps in (0, 1), got "
                              f"update_freq={update_freq!r}, block_size={block_size!r}, root_eps={root_eps}")
-        if root_method not in ("newton", "eigh"):
-            raise ValueError(f"root_method must be 'newton' or 'eigh', got {root_method!r}")
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, update_freq=update_freq,
-                        block_size=block_size, root_eps=root_eps, root_method=root_method)
-        super().__init__(params, defaults)
+        if settings["root_method"] not in ("newton", "eigh"):
+            raise ValueError(f"{where}: root_method must be 'newton' or 'eigh', got {settings['root_method']!r}")
+        super().add_param_group(param_group)
 
     @staticmethod
     def _stat_dtype(p):
