@@ -1453,3 +1453,22 @@ def test_shampoo_refuses_bad_settings_of_a_param_group_by_name(setting, how):
             opt = linalg.Shampoo([W])
             opt.add_param_group({"params": [V], **setting})
             opt.step()
+
+
+@pytest.mark.parametrize("norm", [nn.BatchNorm1d(8), nn.BatchNorm1d(8, affine=False, track_running_stats=False)])
+def test_per_sample_grads_refuses_batchnorm_on_batch_statistics_by_name(norm):
+    """BatchNorm in training mode (or without running statistics, in any mode) normalizes each sample by the
+    batch's statistics, so per-sample gradients are not defined (the docstring asks for eval-mode BatchNorm). It
+    failed deep inside torch.func: "During a grad (vjp, jvp, grad, etc) transform, the function provided attempted
+    to call in-place operation (aten::add_.Tensor) ..." or "Expected more than 1 value per channel when training"
+    (until session 46). It is refused by the module's name."""
+    model = nn.Sequential(nn.Linear(4, 8), norm, nn.ReLU(), nn.Linear(8, 2)).train()
+    x, y = torch.randn(6, 4), torch.randn(6, 2)
+    with pytest.raises(ValueError, match=r"model\.1 \(BatchNorm1d\).*batch statistics.*eval\(\)"):
+        linalg.per_sample_grads(model, lambda o, t: ((o - t) ** 2).sum(), x, y)
+    if norm.track_running_stats:  # in eval mode it uses its running statistics: per sample, accepted
+        model.eval()
+        got = linalg.per_sample_grads(model, lambda o, t: ((o - t) ** 2).sum(), x, y)
+        want = ref.per_sample_grads(model, lambda o, t: ((o - t) ** 2).sum(), x, y)
+        for name in want:
+            torch.testing.assert_close(got[name], want[name], rtol=1e-5, atol=1e-6)

@@ -263,7 +263,7 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
     per sample (tokens flattened to (B * T, in), a Linear of a parameter) or that runs inside a
     torch.compile'd module, uses torch.func (vmap of grad over samples, via functional_call on the
     same model: nothing is rebuilt). The model must treat samples independently (eval-mode
-    BatchNorm, no cross-sample layers).
+    BatchNorm, no cross-sample layers): BatchNorm on batch statistics is refused (ValueError naming it).
     """
     if torch.is_inference_mode_enabled():
         # Autograd records nothing under torch.inference_mode (the Linear route raised from the inference tensors'
@@ -273,6 +273,14 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
             inputs, targets = (t.clone() if isinstance(t, torch.Tensor) and t.is_inference() else t
                                for t in (inputs, targets))
             return per_sample_grads(model, loss_fn, inputs, targets)
+    for mod_name, mod in model.named_modules():
+        # Batch statistics mix the samples: torch.func then failed with "... in-place operation (aten::add_.Tensor)
+        # that would mutate a captured Tensor" or "Expected more than 1 value per channel" (until session 46)
+        if isinstance(mod, nn.modules.batchnorm._BatchNorm) and (mod.training or mod.running_mean is None):
+            where = f"model.{mod_name}" if mod_name else "model"
+            raise ValueError(f"per_sample_grads: {where} ({type(mod).__name__}) normalizes by batch statistics "
+                             f"(training mode, or no running statistics), which mix the samples: per-sample gradients "
+                             f"are not defined. Call model.eval() (with track_running_stats=True) first.")
     params = {name: p for name, p in model.named_parameters() if p.requires_grad}
     linears = {}  # module -> its parameter names (that require grad)
     for mod_name, mod in model.named_modules():
