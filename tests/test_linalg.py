@@ -1472,3 +1472,30 @@ def test_per_sample_grads_refuses_batchnorm_on_batch_statistics_by_name(norm):
         want = ref.per_sample_grads(model, lambda o, t: ((o - t) ** 2).sum(), x, y)
         for name in want:
             torch.testing.assert_close(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_per_sample_grads_with_dropout_in_training_mode():
+    """Dropout in training mode: a model of Linears alone gets the per-sample gradients of the batch forward's
+    masks (each sample's rows of the one forward). Parameters that go through torch.func (a LayerNorm's) would need
+    a forward per sample, which cannot repeat those masks; that failed with torch's "vmap: called random operation
+    while in randomness error mode. Please either use the 'same' or 'different' randomness flags on vmap", a vmap
+    the caller never called (until session 46). It is refused naming the parameters, Dropout and model.eval()."""
+    loss_fn = lambda o, t: ((o - t) ** 2).sum()
+    x, y = torch.randn(6, 4), torch.randn(6, 2)
+    torch.manual_seed(0)
+    linears = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 2)).train()
+    torch.manual_seed(1)
+    got = linalg.per_sample_grads(linears, loss_fn, x, y)
+    torch.manual_seed(1)
+    out = linears(x)  # the same masks: each sample's gradient through its own rows of this forward
+    params = dict(linears.named_parameters())
+    for i in range(6):
+        want = torch.autograd.grad(loss_fn(out[i:i + 1], y[i:i + 1]), list(params.values()), retain_graph=True)
+        for name, w in zip(params, want):
+            torch.testing.assert_close(got[name][i], w)
+    mixed = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Dropout(0.5), nn.Linear(8, 2)).train()
+    with pytest.raises(RuntimeError, match=r"per_sample_grads: .*Dropout.*'1\.weight'.*model\.eval\(\)"):
+        linalg.per_sample_grads(mixed, loss_fn, x, y)
+    mixed.eval()
+    for name, g in linalg.per_sample_grads(mixed, loss_fn, x, y).items():
+        torch.testing.assert_close(g, ref.per_sample_grads(mixed, loss_fn, x, y)[name], rtol=1e-5, atol=1e-6)

@@ -264,6 +264,8 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
     torch.compile'd module, uses torch.func (vmap of grad over samples, via functional_call on the
     same model: nothing is rebuilt). The model must treat samples independently (eval-mode
     BatchNorm, no cross-sample layers): BatchNorm on batch statistics is refused (ValueError naming it).
+    Dropout in training mode: the Linear route's gradients are those of the batch forward's masks; a model whose
+    other parameters need torch.func, which cannot repeat them, is refused (RuntimeError: call model.eval()).
     """
     if torch.is_inference_mode_enabled():
         # Autograd records nothing under torch.inference_mode (the Linear route raised from the inference tensors'
@@ -345,7 +347,15 @@ def per_sample_grads(model: nn.Module, loss_fn, inputs: torch.Tensor, targets: t
             out = torch.func.functional_call(model, other_params, (x.unsqueeze(0),), strict=False)
             return loss_fn(out, t.unsqueeze(0))
 
-        result.update(torch.func.vmap(torch.func.grad(loss_one), in_dims=(None, 0, 0))(others, inputs, targets))
+        try:
+            result.update(torch.func.vmap(torch.func.grad(loss_one), in_dims=(None, 0, 0))(others, inputs, targets))
+        except RuntimeError as e:  # torch's message asked for vmap's randomness flags, of a vmap the caller never called
+            if "randomness" not in str(e):
+                raise
+            raise RuntimeError(f"per_sample_grads: the model draws random numbers (Dropout in training mode?), and "
+                               f"{sorted(others)} take a forward per sample (torch.func), which cannot repeat the "
+                               f"batch forward's draws. Call model.eval() first (a model of nn.Linear parameters alone "
+                               f"gets the batch forward's dropout masks).") from e
     return {name: result[name] for name in params}
 
 
