@@ -1375,14 +1375,14 @@ def _script_step():
     _script_opt.step()
 
 
-def _shampoo_mlp_run(steps, backend=None, dtype=torch.float64, **kwargs):
+def _shampoo_mlp_run(steps, backend=None, dtype=torch.float64, device="cpu", **kwargs):
     """A small MLP (Linear, Tanh, Linear) trained for `steps` steps by Shampoo, its step compiled with `backend`
     if one is given (as a script does: a function that calls the global optimizer's step). Returns the parameters
     after it and the optimizer."""
     global _script_opt
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).to(dtype)
-    x, y = torch.randn(8, 6, dtype=dtype), torch.randn(8, 3, dtype=dtype)
+    model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3)).to(dtype).to(device)
+    x, y = torch.randn(8, 6, dtype=dtype).to(device), torch.randn(8, 3, dtype=dtype).to(device)
     opt = _script_opt = linalg.Shampoo(model.parameters(), **{"lr": 1e-2, **kwargs})
     step = torch.compile(_script_step, backend=backend, fullgraph=True) if backend else opt.step
     for _ in range(steps):
@@ -1393,17 +1393,22 @@ def _shampoo_mlp_run(steps, backend=None, dtype=torch.float64, **kwargs):
     return [p.detach().clone() for p in model.parameters()], opt
 
 
-def test_shampoo_compiled_step_compiles_a_bounded_number_of_times():
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_shampoo_compiled_step_compiles_a_bounded_number_of_times(device, backend):
     """The step count was a Python int in each parameter's state, so torch.compile guarded on its value: a
     compiled step of a global optimizer compiled again at every step, and from the 9th on (Dynamo's recompile
     limit) ran eager with a warning (until session 46). The count is a CPU tensor now, as in torch's optimizers,
     and torch.cond decides whether a step recomputes the roots (update_freq = 2 here), in one graph
     (fullgraph=True). float64: Dynamo's addcmul_ rounds a float32 ulp apart from eager's."""
     from torch._dynamo.testing import CompileCounterWithBackend
+    if backend == "inductor" and device == "cpu":
+        pytest.skip("inductor runs on the GPU machine (on the CPU it compiles C++ of its own: minutes here)")
     torch._dynamo.reset()
-    counter = CompileCounterWithBackend("aot_eager")
-    got, _ = _shampoo_mlp_run(12, counter, update_freq=2)
-    want, _ = _shampoo_mlp_run(12, update_freq=2)
+    counter = CompileCounterWithBackend(backend)
+    # On CUDA the step counts and the due flags stay CPU tensors beside the device's statistics (torch.cond's
+    # predicate included).
+    got, _ = _shampoo_mlp_run(12, counter, update_freq=2, device=device)
+    want, _ = _shampoo_mlp_run(12, update_freq=2, device=device)
     torch._dynamo.reset()
     assert counter.frame_count <= 3, f"{counter.frame_count} compiles over 12 steps"
     for g, w in zip(got, want):
