@@ -891,3 +891,24 @@ def test_cem_minimize_names_fn_when_its_scores_are_not_floating_point(dtype):
     as for scores of the wrong shape."""
     with pytest.raises(TypeError, match=r"fn must return floating-point scores .*got " + str(dtype).split(".")[1]):
         fam.cem_minimize(lambda x: (x ** 2).sum(-1).to(dtype), torch.zeros(3), torch.ones(3), 16, 4, 2)
+
+
+# ---------------------------------------------------------------- session 46's mutation review
+
+def test_cem_minimize_history_is_each_population_s_best_not_the_running_best():
+    """history holds each iteration's own best score (CEMResult's comment), not the best seen so far: a
+    mutant that wrote best_value into history passed every test (history.min() is the same either way)."""
+    seen = []
+    values = iter([torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([5.0, 6.0, 7.0, 8.0]),
+                   torch.tensor([0.5, 9.0, 9.0, 9.0])])
+
+    def fn(x):
+        s = next(values)
+        seen.append(s.min())
+        return s
+
+    result = fam.cem_minimize(fn, torch.zeros(2), torch.ones(2), 4, 2, 3, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(result.history, torch.stack(seen), rtol=0, atol=0)
+    assert result.best_value == 0.5
+
+
