@@ -912,3 +912,16 @@ def test_cem_minimize_history_is_each_population_s_best_not_the_running_best():
     assert result.best_value == 0.5
 
 
+@pytest.mark.parametrize("options", [dict(smoothing=1.0), dict(smoothing=0.0, min_std=0.0)])
+def test_cem_minimize_takes_the_boundary_settings(options):
+    """n_elite = n_samples (refit on the whole population) and smoothing = 1 (keep the mean and std) are in range
+    for cem_update; the early checks must not refuse them (mutants that did passed every test)."""
+    mean, std = torch.tensor([0.5, -1.0]), torch.tensor([1.0, 2.0])
+    result = fam.cem_minimize(lambda x: (x ** 2).sum(-1), mean, std, 6, 6, 2, **options,
+                              generator=torch.Generator().manual_seed(0))
+    if options["smoothing"] == 1.0:
+        torch.testing.assert_close(result.mean, mean, rtol=0, atol=0)
+        torch.testing.assert_close(result.std, std, rtol=0, atol=0)
+    assert torch.isfinite(result.mean).all() and torch.isfinite(result.std).all()
+
+
