@@ -925,3 +925,10 @@ def test_cem_minimize_takes_the_boundary_settings(options):
     assert torch.isfinite(result.mean).all() and torch.isfinite(result.std).all()
 
 
+def test_normal_out_with_the_wrong_row_count_names_n():
+    """out of shape (m, d) with m != n: the op itself checks only d, so without the Python check n was ignored
+    and m rows came back in silence (a mutant that dropped it passed every test)."""
+    m, s = torch.zeros(3), torch.ones(3)
+    for rows in (3, 7):
+        with pytest.raises(ValueError, match=r"out must have shape \(n, d\) = \(5, 3\)"):
+            fam.normal(m, s, 5, out=torch.empty(rows, 3))
