@@ -336,3 +336,18 @@ def test_bias_tensor_that_is_not_a_real_0_dim_names_bias(device, bias):
     x, y = _inputs(3, torch.float32, device)
     with pytest.raises((TypeError, ValueError), match=r"\bbias\b"):
         fused.relu_add(x, y, bias.to(device))
+
+
+# ---------------------------------------------------------------- session 46's mutation review
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gradient_at_exactly_zero_is_zero_as_torch_relu(device, dtype):
+    """grad_x = grad * (x > 0): 0 where x is exactly 0 (or -0), as torch.relu's backward. The other tests draw
+    randn, which never hits 0, so a backward that masked x < 0 instead passed them all."""
+    x = torch.tensor([0.0, -0.0, 1.0, -1.0], dtype=dtype, device=device, requires_grad=True)
+    y = torch.zeros(4, dtype=dtype, device=device)
+    (grad_x,) = torch.autograd.grad(fused.relu_add(x, y, 0.5).sum(), x)
+    xr = x.detach().clone().requires_grad_()
+    (want,) = torch.autograd.grad(fused.reference.relu_add(xr, y, 0.5).sum(), xr)
+    torch.testing.assert_close(grad_x, want, rtol=0, atol=0)
+    torch.testing.assert_close(grad_x, torch.tensor([0.0, 0.0, 1.0, 0.0], dtype=dtype, device=device), rtol=0, atol=0)
