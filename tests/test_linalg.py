@@ -1570,3 +1570,41 @@ def test_shampoo_steps_match_the_documented_algorithm(root_method):
         opt.step()
     for p, w in zip(params, want):
         torch.testing.assert_close(p.detach(), w, rtol=1e-7, atol=1e-9)
+
+
+class _LinearCalledTwice(nn.Module):
+    """One Linear applied twice (weight sharing across two steps): its per-sample gradient is the sum over calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(torch.tanh(self.lin(x)))
+
+
+class _LinearOverPositions(nn.Module):
+    """A Linear on (B, T, in): each sample's gradient sums the outer products and the bias terms over its T rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.lin(x).sum(1)
+
+
+@pytest.mark.parametrize("model", [_LinearCalledTwice, _LinearOverPositions])
+def test_per_sample_grads_of_a_linear_called_twice_or_over_positions(device, model):
+    """The Linear route's sums: over a module's calls (a mutant that kept only the last call's outer products) and,
+    for (B, T, in) inputs, the bias over positions (a mutant that took position 0's) passed every test."""
+    f64 = dict(dtype=torch.float64, device=device)
+    torch.manual_seed(0)
+    net = model().to(**f64)
+    x = torch.randn(5, 4, **f64) if model is _LinearCalledTwice else torch.randn(5, 6, 4, **f64)
+    y = torch.randn(5, 4 if model is _LinearCalledTwice else 3, **f64)
+    ours = linalg.per_sample_grads(net, nn.functional.mse_loss, x, y)
+    expected = ref.per_sample_grads(net, nn.functional.mse_loss, x, y)
+    assert list(ours) == list(expected)
+    for name in expected:
+        torch.testing.assert_close(ours[name], expected[name])
