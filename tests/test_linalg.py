@@ -1608,3 +1608,22 @@ def test_per_sample_grads_of_a_linear_called_twice_or_over_positions(device, mod
     assert list(ours) == list(expected)
     for name in expected:
         torch.testing.assert_close(ours[name], expected[name])
+
+
+@pytest.mark.parametrize("n", [4, 80])  # fallback="always", and "auto"'s CPU route to eigh for n >= 64
+def test_inverse_root_eigh_routes_clamp_negative_eigenvalues(n):
+    """The docstring: "the eigh routes and reference.py clamp them at 0". A matrix with an eigenvalue of -1e-3
+    (below -eps: the unclamped root is NaN there) must give reference.py's finite answer; a mutant that dropped
+    the clamp in _eigh_inverse_root passed every test."""
+    gen = torch.Generator().manual_seed(0)
+    Q, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64, generator=gen))
+    lam = torch.linspace(1.0, 0.1, n, dtype=torch.float64)
+    lam[-1] = -1e-3
+    A = (Q * lam) @ Q.T
+    want = ref.matrix_inverse_root(A, 4, 1e-6)
+    for fallback in ("always", "auto"):
+        got = linalg.matrix_inverse_root(A, 4, 1e-6, fallback=fallback)
+        if fallback == "auto" and n < 64:
+            continue  # the iteration roots A + eps I as it is (documented), not clamped
+        assert torch.isfinite(got).all(), fallback
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
