@@ -351,3 +351,17 @@ def test_gradient_at_exactly_zero_is_zero_as_torch_relu(device, dtype):
     (want,) = torch.autograd.grad(fused.reference.relu_add(xr, y, 0.5).sum(), xr)
     torch.testing.assert_close(grad_x, want, rtol=0, atol=0)
     torch.testing.assert_close(grad_x, torch.tensor([0.0, 0.0, 1.0, 0.0], dtype=dtype, device=device), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("n", [7, 17])  # all tail; a vector and its tail
+def test_float16_tail_rounds_ties_to_even(device, n):
+    """The scalar tail of the float16 loop narrows with jk::narrow_half. The every-value test's sums have lengths
+    that are multiples of the vector width, so a narrow_half that rounded ties away from zero passed it:
+    2048 + 1 lies halfway between float16's 2048 and 2050 and must round to the even 2048, as torch does."""
+    for x_value, want in ((2048.0, 2048.0), (2050.0, 2052.0)):
+        x = torch.full((n,), x_value, dtype=torch.float16, device=device)
+        y = torch.ones(n, dtype=torch.float16, device=device)
+        out = fused.relu_add(x, y, 0.0)
+        expected = (torch.relu(x.float()) + y.float()).half()
+        torch.testing.assert_close(out, expected, atol=0, rtol=0)
+        assert (out == want).all(), (x_value, out)
