@@ -612,6 +612,9 @@ class Shampoo(torch.optim.Optimizer):
                 due = torch.stack([d for _, _, _, d in items])
                 X = torch.cond(due.any(), lambda S, old: self._roots_of(S, root_eps, method),
                                lambda S, old: old.clone(), (S, old))
+                # The per-block choice on S's device: inductor handed the CPU flags to a CUDA kernel ("CUDA driver
+                # error: invalid argument", session 46 call 1). The predicate above stays on the CPU (no sync).
+                due = due.to(S.device)
                 X = [torch.where(d, x, o) for d, x, o in zip(due.unbind(0), X.unbind(0), old.unbind(0))]
             for (_, out, i, _), x in zip(items, X):
                 out[i] = x

@@ -43,15 +43,17 @@ void check_normal_params(const at::Tensor& mean, const at::Tensor& std) {
   jk::check_like(mean, "mean", std, "std");
 }
 
-// On the CPU the values are at hand, so a negative or NaN std is an error, as in torch.normal (CUDA gives NaN
-// instead: its check would be a host sync).
-void check_std_nonnegative_cpu(const at::Tensor& std) {
+// On the CPU the values are at hand, so a negative std is an error (CUDA gives NaN instead: its check would be a
+// host sync). normal refuses a NaN std too, as torch.normal does; cem_update's old std only blends into the
+// new one, NaN in NaN out, as in the reference.
+void check_std_nonnegative_cpu(const at::Tensor& std, bool refuse_nan) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, std.scalar_type(), "check_std", [&] {
     const at::Tensor s = std.contiguous();
     const scalar_t* p = s.const_data_ptr<scalar_t>();
     for (int64_t j = 0; j < s.numel(); ++j) {
       const double v = static_cast<double>(p[j]);
-      TORCH_CHECK_VALUE(v >= 0, "std must be >= 0 everywhere, got std[", std::to_string(j), "] = ", jk::num(v));
+      TORCH_CHECK_VALUE(refuse_nan ? v >= 0 : !(v < 0), "std must be >= 0 everywhere, got std[", std::to_string(j),
+                        "] = ", jk::num(v));
     }
   });
 }
@@ -103,7 +105,7 @@ void normal_cpu_kernel(T* out, const P* mean, const P* std, int64_t total, int64
 void normal_fill(const at::Tensor& out, const at::Tensor& mean, const at::Tensor& std,
                  const std::optional<at::Generator>& generator) {
   if (out.is_meta()) return;
-  if (out.is_cpu()) check_std_nonnegative_cpu(std);
+  if (out.is_cpu()) check_std_nonnegative_cpu(std, /*refuse_nan=*/true);
   if (out.numel() == 0) return;
   // Parameters in double for a float64 output, else in float (the draws are float32 either way).
   const at::ScalarType p_type = out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
@@ -252,7 +254,7 @@ std::tuple<at::Tensor, at::Tensor> cem_update(const at::Tensor& samples, const a
                     jk::num(min_std));
   at::Tensor new_mean = at::empty_symint({d}, mean.options()), new_std = at::empty_symint({d}, mean.options());
   if (samples.is_meta()) return {new_mean, new_std};
-  if (samples.is_cpu()) check_std_nonnegative_cpu(std);
+  if (samples.is_cpu()) check_std_nonnegative_cpu(std, /*refuse_nan=*/false);
   if (samples.size(1) == 0) return {new_mean, new_std};
   const at::Tensor x = samples.contiguous(), sc = scores.contiguous(), m = mean.contiguous(), s = std.contiguous();
 #ifdef JK_WITH_CUDA
