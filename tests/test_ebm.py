@@ -1047,3 +1047,24 @@ def test_a_bool_clamp_is_refused(clamp):
                  lambda: ebm.langevin_chain(x, "harmonic", 2, 0.1, clamp=clamp)):
         with pytest.raises(TypeError, match=rf"^clamp must be None, .* got {clamp} \(for no clamp, pass None\)$"):
             call()
+
+
+# ---------------------------------------------------------------- mutation review (mutebm): gaps the mutants found
+
+def test_mutebm_hmc_one_step_matches_the_reference_in_distribution(device):
+    """One HMC step from a fixed point with a step so large that 13% of the proposals are rejected: the acceptance
+    rate and the mean of the result against reference.hmc_chain. The HMC tests above accept nearly everything, so
+    an accept uniform drawn from a momentum's Philox word (the CPU kernel reading words[4 (calls k + nq - 1)]: u
+    then follows the momentum's radius, and this case accepts 100%) passed them all."""
+    torch.manual_seed(12)
+    start = torch.tensor([1.5, -0.5], dtype=torch.float64)
+    n, n_ref = 1 << 16, 1 << 18
+    out, accept = ebm.hmc_chain(start.to(device).expand(n, 2).contiguous(), "harmonic", 1, 1.2, 3, k=1.0)
+    ref_out, ref_accept = ref.hmc_chain(start.expand(n_ref, 2), ref.harmonic_energy, ref.harmonic_score, 1, 1.2, 3)
+    out, accept = out.cpu(), accept.cpu()
+    assert abs(ref_accept.mean() - 0.87) < 0.01  # far from 1: the accept test matters here
+    p = ref_accept.mean()
+    se = math.sqrt(p * (1 - p) * (1 / n + 1 / n_ref))
+    assert abs(accept.mean() - p) < 5 * se, (accept.mean(), p)
+    se = torch.sqrt(out.var(0) / n + ref_out.var(0) / n_ref)
+    assert ((out.mean(0) - ref_out.mean(0)).abs() < 5 * se).all(), (out.mean(0), ref_out.mean(0))
