@@ -1068,3 +1068,14 @@ def test_mutebm_hmc_one_step_matches_the_reference_in_distribution(device):
     assert abs(accept.mean() - p) < 5 * se, (accept.mean(), p)
     se = torch.sqrt(out.var(0) / n + ref_out.var(0) / n_ref)
     assert ((out.mean(0) - ref_out.mean(0)).abs() < 5 * se).all(), (out.mean(0), ref_out.mean(0))
+
+
+def test_mutebm_langevin_step_in_place_with_grad_one_element_behind_x(device):
+    """grad that shares x's memory one element behind it: writing x[i] changes grad[i + 1] before it is read, so
+    it must be copied first. test_inplace_target_must_not_overlap has grad one element ahead, which a forward loop
+    reads before writing it: with ebm.cpp's copy dropped (aliased = false) it passed and this case came out wrong."""
+    buf = torch.randn(4001, dtype=torch.float64, device=device)
+    y, g = buf[1:].view(-1, 8), buf[:-1].view(-1, 8)
+    expected = y - 0.1 * g
+    ebm.langevin_step_(y, g, 0.1, 0.0)
+    torch.testing.assert_close(y, expected)
