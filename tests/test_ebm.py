@@ -1079,3 +1079,16 @@ def test_mutebm_langevin_step_in_place_with_grad_one_element_behind_x(device):
     expected = y - 0.1 * g
     ebm.langevin_step_(y, g, 0.1, 0.0)
     torch.testing.assert_close(y, expected)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: ebm.langevin_step(x, x, 0.1, math.inf),
+    lambda x: ebm.langevin_step_(x.clone(), x, 0.1, math.inf),
+    lambda x: ebm.langevin_chain(x, "harmonic", 2, 0.1, math.inf),
+    lambda x: ebm.langevin_chain(x, "harmonic", 2, 0.1, -1.0),
+])
+def test_mutebm_an_infinite_or_negative_noise_scale_is_refused_by_name(call):
+    """The bad-input tests give noise_scale NaN and -1 to langevin_step only: without ebm.cpp's isfinite check,
+    noise_scale=inf was accepted (every output inf or NaN) and no test failed."""
+    with pytest.raises(ValueError, match=r"^noise_scale must be finite and >= 0"):
+        call(torch.randn(4, 3))
