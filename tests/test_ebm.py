@@ -1092,3 +1092,17 @@ def test_mutebm_an_infinite_or_negative_noise_scale_is_refused_by_name(call):
     noise_scale=inf was accepted (every output inf or NaN) and no test failed."""
     with pytest.raises(ValueError, match=r"^noise_scale must be finite and >= 0"):
         call(torch.randn(4, 3))
+
+
+@pytest.mark.parametrize("model, D", [("gaussian", 8), ("gaussian", 80), ("harmonic", 80)])
+def test_mutebm_clamp_holds_on_every_chain_path(device, model, D):
+    """clamp on the row-per-task chains and on the step-by-step one (Gaussian rows wider than 64 on the CPU). The
+    clamp tests above use harmonic rows of 4 only: a step-by-step chain that dropped the clamp (ebm_chains.cpp's
+    along_score with clamp false) passed them."""
+    torch.manual_seed(13)
+    x = 3 * torch.randn(64, D, device=device)
+    params = dict(mean=torch.full((D,), 2.0, device=device), precision=torch.eye(D, device=device)) \
+        if model == "gaussian" else dict(k=0.1)
+    out, traj = ebm.langevin_chain(x, model, 6, 0.05, thin=2, clamp=(-0.5, 1.0), **params)
+    assert out.min() >= -0.5 and out.max() <= 1.0 and traj.min() >= -0.5 and traj.max() <= 1.0
+    assert (out == 1.0).any()  # the mean at 2 pushes rows to the upper bound
