@@ -1106,3 +1106,22 @@ def test_mutebm_clamp_holds_on_every_chain_path(device, model, D):
     out, traj = ebm.langevin_chain(x, model, 6, 0.05, thin=2, clamp=(-0.5, 1.0), **params)
     assert out.min() >= -0.5 and out.max() <= 1.0 and traj.min() >= -0.5 and traj.max() <= 1.0
     assert (out == 1.0).any()  # the mean at 2 pushes rows to the upper bound
+
+
+# Every scalar parameter away from its default: PARAMS keeps rosenbrock's a and all of ackley's at theirs, so a
+# kernel that ignored them (ebm.h's Rosenbrock with a fixed at 1) passed every test.
+_AWAY_FROM_DEFAULTS = {"double_well": dict(barrier_height=0.7, b=1.3), "harmonic": dict(k=0.3),
+                       "rosenbrock": dict(a=-0.5, b=3.0), "rastrigin": dict(a=2.5), "ackley": dict(a=7.0, b=0.6, c=2.5)}
+
+
+@pytest.mark.parametrize("model", LOCAL)
+def test_mutebm_every_model_parameter_away_from_its_default_reaches_the_kernels(device, model):
+    params = _AWAY_FROM_DEFAULTS[model]
+    assert all(params[name] != default for name, default in ebm.MODELS[model].items())
+    x = torch.randn(19, 5, dtype=torch.float64, device=device)  # on the CPU 16 rows lane-wise, 3 row by row
+    torch.testing.assert_close(ebm.energy(x, model, **params), ref.ENERGIES[model](x, **params), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(ebm.score(x, model, **params), ref.SCORES[model](x, **params), rtol=1e-9, atol=1e-9)
+    expected = x  # the chains build the model from the same parameters
+    for _ in range(3):
+        expected = expected + 0.01 * ref.SCORES[model](expected, **params)
+    torch.testing.assert_close(ebm.langevin_chain(x, model, 3, 0.01, 0.0, **params), expected, rtol=1e-9, atol=1e-9)
