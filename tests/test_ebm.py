@@ -1125,3 +1125,23 @@ def test_mutebm_every_model_parameter_away_from_its_default_reaches_the_kernels(
     for _ in range(3):
         expected = expected + 0.01 * ref.SCORES[model](expected, **params)
     torch.testing.assert_close(ebm.langevin_chain(x, model, 3, 0.01, 0.0, **params), expected, rtol=1e-9, atol=1e-9)
+
+
+
+def test_mutebm_langevin_step_derivatives_are_zero_where_clamped(device):
+    """A clamped element equals its bound exactly, so the mask of ops.py's _inside_bounds must be strict: with
+    out >= lo the elements clamped at the lower bound kept derivative 1 (and -step_size in grad). The autograd
+    tests compare our backward with itself through other transforms, so none saw it. Forward mode with a tangent
+    for grad too, so that the sign of its term counts."""
+    x = torch.tensor([[-3.0, -0.5, 0.2, 3.0]], dtype=torch.float64, device=device, requires_grad=True)
+    g = torch.full_like(x, 0.5).requires_grad_()
+    y = ebm.langevin_step(x, g, 0.1, 0.0, clamp=(-1.0, 1.0))
+    torch.testing.assert_close(y, torch.tensor([[-1.0, -0.55, 0.15, 1.0]], dtype=torch.float64, device=device))
+    inside = torch.tensor([[0.0, 1.0, 1.0, 0.0]], dtype=torch.float64, device=device)
+    gx, gg = torch.autograd.grad(y.sum(), (x, g))
+    assert torch.equal(gx, inside) and torch.equal(gg, -0.1 * inside)
+    with torch.autograd.forward_ad.dual_level():  # forward mode, x's and grad's tangents ones: (1 - 0.1) inside
+        fwd = torch.autograd.forward_ad
+        y = ebm.langevin_step(fwd.make_dual(x.detach(), torch.ones_like(x)), fwd.make_dual(g.detach(), torch.ones_like(g)),
+                              0.1, 0.0, clamp=(-1.0, 1.0))
+        torch.testing.assert_close(fwd.unpack_dual(y).tangent, 0.9 * inside)
