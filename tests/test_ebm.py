@@ -1145,3 +1145,24 @@ def test_mutebm_langevin_step_derivatives_are_zero_where_clamped(device):
         y = ebm.langevin_step(fwd.make_dual(x.detach(), torch.ones_like(x)), fwd.make_dual(g.detach(), torch.ones_like(g)),
                               0.1, 0.0, clamp=(-1.0, 1.0))
         torch.testing.assert_close(fwd.unpack_dual(y).tangent, 0.9 * inside)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("D", [40_000, 40_001])  # 16-byte vectors, and single elements (an odd row)
+@pytest.mark.parametrize("model", LOCAL)
+def test_cuda_few_wide_rows_are_cut_into_runs(model, D, dtype):
+    """A batch of a few wide rows (3 rows of 40000) is cut into runs, a warp each (one warp a row left most of
+    the GPU idle: 64 rows of 3x512x512 took 2.5 ms, eager 0.18): energies from the runs' partial sums, scores
+    (Rosenbrock's neighbours across the runs' ends, Ackley's row statistics from every run) against the float64
+    reference, and a row alone equal to the same row among the others."""
+    g = torch.Generator().manual_seed(7)
+    x = (torch.randn(3, D, generator=g, dtype=torch.float64) * 1.5).to("cuda", dtype)
+    params = PARAMS[model]
+    xd = x.double()
+    tol = dict(rtol=1e-5, atol=0) if dtype == torch.float32 else dict(rtol=2e-2, atol=0)
+    torch.testing.assert_close(ebm.energy(x, model, **params).double(), ref.ENERGIES[model](xd, **params), **tol)
+    score, want = ebm.score(x, model, **params).double(), ref.SCORES[model](xd, **params)
+    scale = want.abs().max().item()
+    torch.testing.assert_close(score, want, rtol=tol["rtol"], atol=tol["rtol"] * scale)
+    assert torch.equal(ebm.energy(x[1:2], model, **params), ebm.energy(x, model, **params)[1:2])

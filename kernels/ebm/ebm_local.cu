@@ -147,6 +147,147 @@ void launch_local_rows(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk
   JK_CUDA_LAUNCH_CHECK(launch);
 }
 
+// ---------------------------------------------------------------- local models: wide rows, few of them
+
+// A batch of few wide rows (images: 64 rows of 3x512x512) left most of the GPU idle with one group a row:
+// 64 warps walked 786432 elements each, 2.5 ms where eager took 0.18 (session 46 call 1). Here a row is cut
+// into `segments` runs of `seg_chunks` chunks of 32·V elements, a warp each. kPartials: the warp's sums of
+// terms and statistics, in double, go to partials[(row·segments + seg)·3 + {0, 1, 2}] (local_split_finish
+// makes the energies). Else the warp writes its run's scores, with the row constants made from the row's
+// partials (Ackley's statistics), summed in segment order by every warp alike. Neighbours across a run's
+// ends come from memory (right_of / left_of read them at the group's end lanes).
+template <typename T, int V, bool kPartials, typename M>
+__global__ void __launch_bounds__(256) local_split_kernel(const T* __restrict__ x, T* __restrict__ out,
+                                                          double* __restrict__ partials, int64_t B, int D,
+                                                          int segments, int seg_chunks, M m) {
+  using A = jk::opmath_t<T>;
+  using Vec = jk::Vec<T, V>;
+  constexpr int G = 32;
+  const int l = threadIdx.x & 31;
+  const int chunks = (D + G * V - 1) / (G * V);
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t w = warp; w < B * segments; w += n_warps) {  // warp-uniform: the shuffles need every lane
+    const int64_t row = w / segments;
+    const int seg = static_cast<int>(w % segments);
+    const int k0 = seg * seg_chunks, k1 = min(k0 + seg_chunks, chunks);
+    const T* xr = x + row * D;
+    if constexpr (kPartials) {
+      double s0 = 0, s1 = 0, e = 0;
+      for (int k = k0; k < k1; ++k) {
+        const int c = (k * G + l) * V;
+        const Vec v = load_chunk<T, V>(xr, c, c < D);
+        A next = 0;
+        if (M::kNeighbours) next = right_of<A>(v, xr, c, l, G, true, D);
+        A s0_chunk = 0, s1_chunk = 0, e_chunk = 0;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const int i = c + j;
+          if (i < D) {
+            const A xi = static_cast<A>(v.val[j]);
+            m.stats(xi, s0_chunk, s1_chunk);
+            e_chunk += m.term(xi, j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next, i + 1 < D);
+          }
+        }
+        s0 += s0_chunk;
+        s1 += s1_chunk;
+        e += e_chunk;
+      }
+      e = group_sum(e, G);
+      s0 = group_sum(s0, G);
+      s1 = group_sum(s1, G);
+      if (l == 0) {
+        double* p = partials + w * 3;
+        p[0] = e;
+        p[1] = s0;
+        p[2] = s1;
+      }
+    } else {
+      double s0 = 0, s1 = 0;
+      if (M::kStats) {
+        for (int r = 0; r < segments; ++r) {
+          s0 += partials[(row * segments + r) * 3 + 1];
+          s1 += partials[(row * segments + r) * 3 + 2];
+        }
+      }
+      const RowConst<A> rc = m.prepare(static_cast<A>(s0), static_cast<A>(s1), D);
+      T* outr = out + row * D;
+      for (int k = k0; k < k1; ++k) {
+        const int c = (k * G + l) * V;
+        const bool inside = c < D;
+        const Vec v = load_chunk<T, V>(xr, c, inside);
+        A prev = 0, next = 0;
+        if (M::kNeighbours) {
+          prev = left_of<A>(v, xr, c, l, G, true, D);
+          next = right_of<A>(v, xr, c, l, G, true, D);
+        }
+        if (!inside) continue;
+        Vec o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const int i = c + j;
+          const A xp = j > 0 ? static_cast<A>(v.val[j > 0 ? j - 1 : 0]) : prev;
+          const A xn = j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next;
+          o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v.val[j]), xn, i > 0, i + 1 < D, rc));
+        }
+        *reinterpret_cast<Vec*>(outr + c) = o;
+      }
+    }
+  }
+}
+
+// A row's energy from its segments' partials, added in segment order.
+template <typename T, typename M>
+__global__ void local_split_finish(const double* __restrict__ partials, T* __restrict__ out, int64_t B, int D,
+                                   int segments, M m) {
+  using A = jk::opmath_t<T>;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < B;
+       row += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double e = 0, s0 = 0, s1 = 0;
+    for (int r = 0; r < segments; ++r) {
+      const double* p = partials + (row * segments + r) * 3;
+      e += p[0];
+      s0 += p[1];
+      s1 += p[2];
+    }
+    out[row] = static_cast<T>(m.finish(static_cast<A>(e), static_cast<A>(s0), static_cast<A>(s1), D));
+  }
+}
+
+// Takes the rows when they are few and wide: fewer than a full GPU's warps (a wave of 32 warps an SM) and
+// at least kMinSplitChunks chunks of 32·V elements a row. Returns false (launching nothing) otherwise.
+constexpr int64_t kMinSplitChunks = 64;
+template <typename T, int V, bool kScore, typename M>
+bool launch_local_split(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out, const M& m) {
+  const int64_t B = x.size(0), D = x.size(1);
+  const int64_t chunks = (D + 32 * V - 1) / (32 * V), target_warps = int64_t(launch.multiprocessors) * 32;
+  if (B >= target_warps || chunks < kMinSplitChunks) return false;
+  // Runs of at least 16 chunks (2048 float32 elements with V = 4), enough of them to fill the GPU.
+  const int64_t segments = std::min((target_warps + B - 1) / B, chunks / 16);
+  if (segments < 2) return false;
+  const int seg_chunks = static_cast<int>((chunks + segments - 1) / segments);
+  constexpr int kThreads = 256;
+  const int64_t blocks = (B * segments + kThreads / 32 - 1) / (kThreads / 32);
+  double* partials = nullptr;
+  if constexpr (!kScore || M::kStats) {
+    partials = static_cast<double*>(launch.scratch(B * segments * 3 * sizeof(double)));
+    const auto kernel = local_split_kernel<T, V, true, M>;
+    kernel<<<resident_grid(launch, kernel, kThreads, blocks), kThreads, 0, launch.stream>>>(
+        x.const_data_ptr<T>(), nullptr, partials, B, int(D), int(segments), seg_chunks, m);
+    JK_CUDA_LAUNCH_CHECK(launch);
+  }
+  if constexpr (!kScore) {
+    local_split_finish<T, M><<<(B + 255) / 256, 256, 0, launch.stream>>>(partials, out.mutable_data_ptr<T>(), B,
+                                                                          int(D), int(segments), m);
+  } else {
+    const auto kernel = local_split_kernel<T, V, false, M>;
+    kernel<<<resident_grid(launch, kernel, kThreads, blocks), kThreads, 0, launch.stream>>>(
+        x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), partials, B, int(D), int(segments), seg_chunks, m);
+  }
+  JK_CUDA_LAUNCH_CHECK(launch);
+  return true;
+}
+
 // ---------------------------------------------------------------- local models, rows of G·V elements: tiles
 
 // Reduce-scatter inside a group of G lanes (l = lane in the group): a[u], u < U = G·K, are this
@@ -332,6 +473,9 @@ void launch_local_model(jk::CudaLaunch& launch, const jk::CudaTensor& x, const j
       launch_local_tile<T, kV, decltype(groups)::value, kScore, M>(launch, x, out, m);
     };
     if (vec && with_row_vectors(D, kV, tile)) return;
+    if (vec ? launch_local_split<T, kV, kScore>(launch, x, out, m) : launch_local_split<T, 1, kScore>(launch, x, out, m)) {
+      return;
+    }
     vec ? launch_local_rows<T, kV, kScore>(launch, x, out, m) : launch_local_rows<T, 1, kScore>(launch, x, out, m);
   }
 }
