@@ -254,16 +254,17 @@ __global__ void local_split_finish(const double* __restrict__ partials, T* __res
   }
 }
 
-// Takes the rows when they are few and wide: fewer than a full GPU's warps (a wave of 32 warps an SM) and
-// at least kMinSplitChunks chunks of 32·V elements a row. Returns false (launching nothing) otherwise.
+// Takes the rows when they are few and wide: fewer than a full GPU's warps (64 an SM) and at least
+// kMinSplitChunks chunks of 32·V elements a row. Returns false (launching nothing) otherwise.
 constexpr int64_t kMinSplitChunks = 64;
 template <typename T, int V, bool kScore, typename M>
 bool launch_local_split(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk::CudaTensor& out, const M& m) {
   const int64_t B = x.size(0), D = x.size(1);
-  const int64_t chunks = (D + 32 * V - 1) / (32 * V), target_warps = int64_t(launch.multiprocessors) * 32;
+  const int64_t chunks = (D + 32 * V - 1) / (32 * V), target_warps = int64_t(launch.multiprocessors) * 64;
   if (B >= target_warps || chunks < kMinSplitChunks) return false;
-  // Runs of at least 16 chunks (2048 float32 elements with V = 4), enough of them to fill the GPU.
-  const int64_t segments = std::min((target_warps + B - 1) / B, chunks / 16);
+  // Runs of at least 4 chunks (512 float32 elements with V = 4), enough of them to fill the GPU (runs of 16
+  // or more, half the warps: 4 rows of 3x512x512 took 35 us, a copy of them 11; session 46 call 2).
+  const int64_t segments = std::min((target_warps + B - 1) / B, chunks / 4);
   if (segments < 2) return false;
   const int seg_chunks = static_cast<int>((chunks + segments - 1) / segments);
   constexpr int kThreads = 256;
