@@ -149,12 +149,21 @@ void launch_local_rows(jk::CudaLaunch& launch, const jk::CudaTensor& x, const jk
 
 // ---------------------------------------------------------------- local models: wide rows, few of them
 
+// Sum k (0: terms, 1 and 2: statistics) of a row's segment partials (below): the warp's lanes take every 32nd
+// segment, then add across the warp (one thread adding 1536 segments in turn took 90 us, call 3).
+__device__ __forceinline__ double row_total(const double* __restrict__ partials, int64_t row, int segments, int k,
+                                            int l) {
+  double sum = 0;
+  for (int r = l; r < segments; r += 32) sum += partials[(row * segments + r) * 3 + k];
+  return group_sum(sum, 32);
+}
+
 // A batch of few wide rows (images: 64 rows of 3x512x512) left most of the GPU idle with one group a row:
 // 64 warps walked 786432 elements each, 2.5 ms where eager took 0.18 (session 46 call 1). Here a row is cut
 // into `segments` runs of `seg_chunks` chunks of 32·V elements, a warp each. kPartials: the warp's sums of
 // terms and statistics, in double, go to partials[(row·segments + seg)·3 + {0, 1, 2}] (local_split_finish
 // makes the energies). Else the warp writes its run's scores, with the row constants made from the row's
-// partials (Ackley's statistics), summed in segment order by every warp alike. Neighbours across a run's
+// partials (Ackley's statistics), summed alike by every warp (row_total). Neighbours across a run's
 // ends come from memory (right_of / left_of read them at the group's end lanes).
 template <typename T, int V, bool kPartials, typename M>
 __global__ void __launch_bounds__(256) local_split_kernel(const T* __restrict__ x, T* __restrict__ out,
@@ -205,10 +214,8 @@ __global__ void __launch_bounds__(256) local_split_kernel(const T* __restrict__ 
     } else {
       double s0 = 0, s1 = 0;
       if (M::kStats) {
-        for (int r = 0; r < segments; ++r) {
-          s0 += partials[(row * segments + r) * 3 + 1];
-          s1 += partials[(row * segments + r) * 3 + 2];
-        }
+        s0 = row_total(partials, row, segments, 1, l);
+        s1 = row_total(partials, row, segments, 2, l);
       }
       const RowConst<A> rc = m.prepare(static_cast<A>(s0), static_cast<A>(s1), D);
       T* outr = out + row * D;
@@ -236,21 +243,18 @@ __global__ void __launch_bounds__(256) local_split_kernel(const T* __restrict__ 
   }
 }
 
-// A row's energy from its segments' partials, added in segment order.
+// A row's energy from its segments' partials: a warp a row.
 template <typename T, typename M>
 __global__ void local_split_finish(const double* __restrict__ partials, T* __restrict__ out, int64_t B, int D,
                                    int segments, M m) {
   using A = jk::opmath_t<T>;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < B;
-       row += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double e = 0, s0 = 0, s1 = 0;
-    for (int r = 0; r < segments; ++r) {
-      const double* p = partials + (row * segments + r) * 3;
-      e += p[0];
-      s0 += p[1];
-      s1 += p[2];
-    }
-    out[row] = static_cast<T>(m.finish(static_cast<A>(e), static_cast<A>(s0), static_cast<A>(s1), D));
+  const int l = threadIdx.x & 31;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t n_warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t row = warp; row < B; row += n_warps) {
+    const double e = row_total(partials, row, segments, 0, l);
+    const double s0 = row_total(partials, row, segments, 1, l), s1 = row_total(partials, row, segments, 2, l);
+    if (l == 0) out[row] = static_cast<T>(m.finish(static_cast<A>(e), static_cast<A>(s0), static_cast<A>(s1), D));
   }
 }
 
@@ -278,8 +282,8 @@ bool launch_local_split(jk::CudaLaunch& launch, const jk::CudaTensor& x, const j
     JK_CUDA_LAUNCH_CHECK(launch);
   }
   if constexpr (!kScore) {
-    local_split_finish<T, M><<<(B + 255) / 256, 256, 0, launch.stream>>>(partials, out.mutable_data_ptr<T>(), B,
-                                                                          int(D), int(segments), m);
+    local_split_finish<T, M><<<(B * 32 + kThreads - 1) / kThreads, kThreads, 0, launch.stream>>>(
+        partials, out.mutable_data_ptr<T>(), B, int(D), int(segments), m);
   } else {
     const auto kernel = local_split_kernel<T, V, false, M>;
     kernel<<<resident_grid(launch, kernel, kThreads, blocks), kThreads, 0, launch.stream>>>(
