@@ -1166,3 +1166,18 @@ def test_cuda_few_wide_rows_are_cut_into_runs(model, D, dtype):
     scale = want.abs().max().item()
     torch.testing.assert_close(score, want, rtol=tol["rtol"], atol=tol["rtol"] * scale)
     assert torch.equal(ebm.energy(x[1:2], model, **params), ebm.energy(x, model, **params)[1:2])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_score_backward_differentiates_in_float32(device, dtype):
+    """A score's backward differentiates reference.py's formula with float16/bfloat16 x taken to float32, as the
+    kernels compute (the ebm mutation review's one survivor: a backward in the half type went unnoticed). Near
+    |x| = 50, 2πx in float16 keeps a quarter radian, so cos 2πx in the half type is off by up to ~0.1: the
+    derivative -(2 + 4π²a cos 2πx) by up to ~50."""
+    x_half = torch.tensor([50.3, -49.7, 50.05, 51.45, -50.8, 49.35], dtype=dtype).repeat(4, 1).to(device)
+    x = x_half.clone().requires_grad_()
+    ebm.score(x, "rastrigin").sum().backward()
+    x64 = x_half.double().requires_grad_()
+    ref.SCORES["rastrigin"](x64).sum().backward()
+    spacing = 2.0 if dtype == torch.bfloat16 else 0.25  # the half type's spacing at 256..512, where the result is
+    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=0, atol=spacing)
