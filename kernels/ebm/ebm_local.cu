@@ -48,6 +48,37 @@ __device__ __forceinline__ A left_of(const jk::Vec<T, V>& v, const T* xr, int c,
   return valid && c > 0 && c <= D ? static_cast<A>(xr[c - 1]) : A(0);
 }
 
+// A chunk's sums at c (next: the element after it): statistics into s0, s1 and, when kTerms, the energy's
+// terms into e, each over the chunk's elements before D (none unless `valid`), in A.
+template <bool kTerms, typename A, typename T, int V, typename M>
+__device__ __forceinline__ void chunk_sums(const M& m, const jk::Vec<T, V>& v, A next, int c, int D, bool valid, A& s0,
+                                           A& s1, A& e) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int i = c + j;
+    if (valid && i < D) {
+      const A xi = static_cast<A>(v.val[j]);
+      m.stats(xi, s0, s1);
+      if (kTerms) e += m.term(xi, j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next, i + 1 < D);
+    }
+  }
+}
+
+// The scores of a chunk at c (prev, next: the elements around it) under the row's constants rc.
+template <typename T, int V, typename A, typename M>
+__device__ __forceinline__ jk::Vec<T, V> chunk_scores(const M& m, const jk::Vec<T, V>& v, A prev, A next, int c, int D,
+                                                      const RowConst<A>& rc) {
+  jk::Vec<T, V> o;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int i = c + j;
+    const A xp = j > 0 ? static_cast<A>(v.val[j > 0 ? j - 1 : 0]) : prev;
+    const A xn = j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next;
+    o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v.val[j]), xn, i > 0, i + 1 < D, rc));
+  }
+  return o;
+}
+
 // Energy (out: (B,)) or score (out: (B, D)) of a local model, D <= kMaxRowWidth (int arithmetic: 64-bit
 // cost 11-20% here, session 42 call 5). A group of G lanes owns a row
 // and walks it in `chunks` steps of G·V elements (warp-uniform, so the shuffles are too).
@@ -80,17 +111,7 @@ __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x
         A next = 0;
         if (!kScore && M::kNeighbours) next = right_of<A>(v, xr, c, l, G, valid, D);
         A s0_chunk = 0, s1_chunk = 0, e_chunk = 0;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const int i = c + j;
-          if (valid && i < D) {
-            const A xi = static_cast<A>(v.val[j]);
-            m.stats(xi, s0_chunk, s1_chunk);
-            if (!kScore) {
-              e_chunk += m.term(xi, j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next, i + 1 < D);
-            }
-          }
-        }
+        chunk_sums<!kScore>(m, v, next, c, D, valid, s0_chunk, s1_chunk, e_chunk);
         s0_row += s0_chunk;
         s1_row += s1_chunk;
         e_row += e_chunk;
@@ -120,15 +141,7 @@ __global__ void __launch_bounds__(256) local_rows_kernel(const T* __restrict__ x
         next = right_of<A>(v, xr, c, l, G, valid, D);
       }
       if (!inside) continue;
-      Vec o;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const int i = c + j;
-        const A xp = j > 0 ? static_cast<A>(v.val[j > 0 ? j - 1 : 0]) : prev;
-        const A xn = j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next;
-        o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v.val[j]), xn, i > 0, i + 1 < D, rc));
-      }
-      *reinterpret_cast<Vec*>(outr + c) = o;
+      *reinterpret_cast<Vec*>(outr + c) = chunk_scores<T, V>(m, v, prev, next, c, D, rc);
     }
   }
 }
@@ -189,15 +202,7 @@ __global__ void __launch_bounds__(256) local_split_kernel(const T* __restrict__ 
         A next = 0;
         if (M::kNeighbours) next = right_of<A>(v, xr, c, l, G, true, D);
         A s0_chunk = 0, s1_chunk = 0, e_chunk = 0;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const int i = c + j;
-          if (i < D) {
-            const A xi = static_cast<A>(v.val[j]);
-            m.stats(xi, s0_chunk, s1_chunk);
-            e_chunk += m.term(xi, j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next, i + 1 < D);
-          }
-        }
+        chunk_sums<true>(m, v, next, c, D, true, s0_chunk, s1_chunk, e_chunk);
         s0 += s0_chunk;
         s1 += s1_chunk;
         e += e_chunk;
@@ -229,15 +234,7 @@ __global__ void __launch_bounds__(256) local_split_kernel(const T* __restrict__ 
           next = right_of<A>(v, xr, c, l, G, true, D);
         }
         if (!inside) continue;
-        Vec o;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const int i = c + j;
-          const A xp = j > 0 ? static_cast<A>(v.val[j > 0 ? j - 1 : 0]) : prev;
-          const A xn = j + 1 < V ? static_cast<A>(v.val[j + 1 < V ? j + 1 : j]) : next;
-          o.val[j] = static_cast<T>(-m.grad(xp, static_cast<A>(v.val[j]), xn, i > 0, i + 1 < D, rc));
-        }
-        *reinterpret_cast<Vec*>(outr + c) = o;
+        *reinterpret_cast<Vec*>(outr + c) = chunk_scores<T, V>(m, v, prev, next, c, D, rc);
       }
     }
   }
