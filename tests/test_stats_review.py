@@ -208,8 +208,10 @@ def test_hmc_rejection_keeps_the_old_state_and_the_rate_is_per_chain():
     moved = (out != x).any(1)
     assert set(rate.tolist()) <= {0.0, 1.0} and torch.equal(moved, rate == 1.0)
     assert 0.1 < rate.mean().item() < 0.9
-    out, rate = ebm.hmc_chain(x, "harmonic", 7, 1.0, 3, generator=gen(6), k=1.5)
-    counts = rate * 7
+    # 3 iterations, so that some chains (~30 of 4000 at a rate of 0.8) reject every proposal: with 7, that held
+    # for the stream of one seed only (about 0.2 chains expected), and the CPU's stream changed in session 47.
+    out, rate = ebm.hmc_chain(x, "harmonic", 3, 1.0, 3, generator=gen(6), k=1.5)
+    counts = rate * 3
     assert torch.allclose(counts, counts.round(), atol=1e-12) and rate.shape == (4000,)
     assert (rate == 0).any() and ((rate > 0) & (rate < 1)).any()
     assert torch.equal(out[rate == 0], x[rate == 0])  # never accepted: the start, bit for bit

@@ -158,20 +158,13 @@ inline void cos_sin_two_pi(float a, float* c, float* s) {
 constexpr int64_t kPhiloxBatchCpu = 64;  // calls whose words wait in the buffer (1 KB) for the maths
 
 #if defined(__AVX2__) && !defined(__CUDACC__)
-// The words of the eight calls first + j, j < 8, side by side in AVX2 registers: the compiler does not
-// vectorize the scalar loop below, which took 2-3x as long (the CPU's draws spent most of their time here).
-// vpmuludq multiplies the even 32-bit lanes into 64-bit products, so each multiply is done for the even and
-// the odd lanes, then the products' low and high words are blended back into lanes.
-inline void philox_words8_avx2(uint64_t seed, uint64_t first, uint32_t* words, uint64_t subsequence) {
+// Eight Philox calls side by side in AVX2 registers, call j in lane j of the counter words c0..c3 (the results
+// replace them): the compiler does not vectorize the scalar loop, which took 2-3x as long (the CPU's draws
+// spent most of their time there). vpmuludq multiplies the even 32-bit lanes into 64-bit products, so each
+// multiply is done for the even and the odd lanes, then the products' low and high words are blended back.
+inline void philox8_avx2(uint64_t seed, __m256i& c0, __m256i& c1, __m256i& c2, __m256i& c3) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));  // unsigned compare by signed one
-  const __m256i first_low = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first)));
-  __m256i c0 = _mm256_add_epi32(first_low, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  const __m256i wrapped = _mm256_cmpgt_epi32(_mm256_xor_si256(first_low, sign), _mm256_xor_si256(c0, sign));
-  __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(first >> 32))), wrapped);
-  __m256i c2 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(subsequence)));
-  __m256i c3 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(subsequence >> 32)));
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int round = 0; round < 10; ++round) {  // philox_round, lane by lane
     const __m256i even0 = _mm256_mul_epu32(c0, m0), odd0 = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), m0);
@@ -187,6 +180,25 @@ inline void philox_words8_avx2(uint64_t seed, uint64_t first, uint32_t* words, u
     k0 += kPhiloxKeyStep0;
     k1 += kPhiloxKeyStep1;
   }
+}
+
+// value + j in lane j (j < 8), as its low and high 32-bit words, the carry into the high word included.
+inline void plus_lane_index8(uint64_t value, __m256i* low, __m256i* high) {
+  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));  // unsigned compare by signed one
+  const __m256i value_low = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(value)));
+  *low = _mm256_add_epi32(value_low, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i wrapped = _mm256_cmpgt_epi32(_mm256_xor_si256(value_low, sign), _mm256_xor_si256(*low, sign));
+  *high = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(value >> 32))), wrapped);
+}
+
+inline __m256i broadcast_low(uint64_t value) { return _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(value))); }
+inline __m256i broadcast_high(uint64_t value) { return broadcast_low(value >> 32); }
+
+// The words of the eight calls first + j, j < 8, of one subsequence, call by call (as philox_words_cpu).
+inline void philox_words8_avx2(uint64_t seed, uint64_t first, uint32_t* words, uint64_t subsequence) {
+  __m256i c0, c1, c2 = broadcast_low(subsequence), c3 = broadcast_high(subsequence);
+  plus_lane_index8(first, &c0, &c1);
+  philox8_avx2(seed, c0, c1, c2, c3);
   // Lanes (c0..c3 of call j in lane j) to calls' words in order: a 4 x 8 transpose.
   const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
   const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
@@ -199,6 +211,29 @@ inline void philox_words8_avx2(uint64_t seed, uint64_t first, uint32_t* words, u
   _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(calls26, calls37, 0x31));
 }
 #endif
+
+// Call `counter` of the subsequences first + l, l < kLanes (rows side by side), word-major:
+// words[k * kLanes + l] = word k of subsequence first + l. The shape the CPU chains' lanes take their draws in.
+template <int64_t kLanes>
+inline void philox_lanes_cpu(uint64_t seed, uint64_t counter, uint64_t first, uint32_t* words) {
+  int64_t l = 0;
+#if defined(__AVX2__) && !defined(__CUDACC__)
+  for (; l + 8 <= kLanes; l += 8) {
+    __m256i c0 = broadcast_low(counter), c1 = broadcast_high(counter), c2, c3;
+    plus_lane_index8(first + static_cast<uint64_t>(l), &c2, &c3);
+    philox8_avx2(seed, c0, c1, c2, c3);
+    const __m256i result[4] = {c0, c1, c2, c3};
+    for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + k * kLanes + l), result[k]);
+  }
+#endif
+  for (; l < kLanes; ++l) {
+    const Uint4 r = philox4x32_10(seed, counter, first + static_cast<uint64_t>(l));
+    words[l] = r.x;
+    words[kLanes + l] = r.y;
+    words[2 * kLanes + l] = r.z;
+    words[3 * kLanes + l] = r.w;
+  }
+}
 
 inline void philox_words_cpu(uint64_t seed, uint64_t first, int64_t count, uint32_t* words, uint64_t subsequence = 0) {
   int64_t i = 0;
@@ -214,15 +249,29 @@ inline void philox_words_cpu(uint64_t seed, uint64_t first, int64_t count, uint3
   }
 }
 
+// A Box-Muller pair from two words: radius from the first, angle from the second.
+inline void normal_pair_cpu(uint32_t radius_word, uint32_t angle_word, float* z0, float* z1) {
+  const float radius = std::sqrt(-2.0f * log_positive(uniform_open0(radius_word)));
+  float c, s;
+  cos_sin_two_pi(uniform_open0(angle_word), &c, &s);
+  *z0 = radius * c;
+  *z1 = radius * s;
+}
+
+// The normals of kLanes calls' words, word-major (philox_lanes_cpu's shape): z[k * kLanes + l] = lane k of
+// normal4 of subsequence first + l's call.
+template <int64_t kLanes>
+inline void normal4_of_lane_words_cpu(const uint32_t* words, float* z) {
+  for (int pair = 0; pair < 2; ++pair)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const int64_t k = 2 * pair * kLanes + l;
+      normal_pair_cpu(words[k], words[k + kLanes], &z[k], &z[k + kLanes]);
+    }
+}
+
 // z[4i + k] = lane k of normal4 of the Philox call whose words are words[4i, 4i + 4), for i < count.
 inline void normal4_of_words_cpu(const uint32_t* words, int64_t count, float* z) {
-  for (int64_t j = 0; j < 2 * count; ++j) {  // pair j: radius from words[2j], angle from words[2j + 1]
-    const float radius = std::sqrt(-2.0f * log_positive(uniform_open0(words[2 * j])));
-    float c, s;
-    cos_sin_two_pi(uniform_open0(words[2 * j + 1]), &c, &s);
-    z[2 * j] = radius * c;
-    z[2 * j + 1] = radius * s;
-  }
+  for (int64_t j = 0; j < 2 * count; ++j) normal_pair_cpu(words[2 * j], words[2 * j + 1], &z[2 * j], &z[2 * j + 1]);
 }
 
 // z[4i + k] = lane k of normal4(seed, first + i, subsequence) (up to the polynomials' rounding),
