@@ -1181,3 +1181,80 @@ def test_a_half_score_backward_differentiates_in_float32(device, dtype):
     ref.SCORES["rastrigin"](x64).sum().backward()
     spacing = 2.0 if dtype == torch.bfloat16 else 0.25  # the half type's spacing at 256..512, where the result is
     torch.testing.assert_close(x.grad.double(), x64.grad, rtol=0, atol=spacing)
+
+
+# ---------------------------------------------------------------- session 47: the CPU chains in vector lanes
+
+CPU_CHAIN_WIDTHS = [1, 2, 3, 5, 64, 65]  # 64: the widest rows in lanes; 65: a row at a time
+
+
+def _cpu_chain(sampler, x, n_steps, seed, **kw):
+    g = torch.Generator().manual_seed(seed)
+    if sampler == "langevin":
+        return ebm.langevin_chain(x, "double_well", n_steps, 0.01, generator=g, **kw)
+    return ebm.hmc_chain(x, "double_well", n_steps, 0.1, 3, generator=g, **kw)
+
+
+@pytest.mark.parametrize("D", CPU_CHAIN_WIDTHS)
+def test_cpu_langevin_noise_is_fresh_for_every_step_element_and_row(D):
+    """With no force (harmonic, k = 0) a Langevin step adds only its noise, sqrt(2 eta) z: every increment of
+    the trajectory is one normal. Since session 47 the CPU reads a row's normals in one flat stream (D a step,
+    a Philox call serving several steps when D < 4), for 16 rows at a time: a normal read twice, or a lane
+    reading its neighbour's, would correlate neighbouring steps, elements or rows."""
+    B, n_steps, eta = max(16, 24000 // (D * 12)), 12, 0.125
+    x = torch.randn(B, D, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    _, traj = ebm.langevin_chain(x, "harmonic", n_steps, eta, thin=1, k=0.0,
+                                 generator=torch.Generator().manual_seed(4))
+    z = torch.diff(torch.cat([x[None], traj]), dim=0) / math.sqrt(2 * eta)  # (n_steps, B, D)
+    n = z.numel()
+    assert abs(z.mean().item()) < 5 / math.sqrt(n) and abs(z.var().item() - 1) < 5 * math.sqrt(2 / n)
+
+    def corr(a, b):
+        a, b = a.flatten(), b.flatten()
+        return ((a * b).mean() / (a.std() * b.std())).item()
+
+    bound = 5 / math.sqrt(n / 2)  # ~5 standard errors of a correlation over about n / 2 pairs
+    for lag in (1, 2, 3, 4):  # steps that share a Philox call (D < 4), and neighbouring calls
+        assert abs(corr(z[lag:], z[:-lag])) < bound, lag
+    assert abs(corr(z[:, 1:], z[:, :-1])) < bound  # row after row (neighbouring lanes)
+    if D > 1:
+        assert abs(corr(z[..., 1:], z[..., :-1])) < bound  # element after element
+
+
+@pytest.mark.parametrize("sampler", ["langevin", "hmc"])
+@pytest.mark.parametrize("D", CPU_CHAIN_WIDTHS)
+def test_cpu_chain_rows_do_not_depend_on_the_rows_after_them(sampler, D):
+    """Rows go 16 (the Gaussian 8) at a time through vector lanes: the first 21 rows of a batch of 40 (two
+    whole blocks and a bit) equal a batch of those 21 alone (a block of 5 rows and 11 empty lanes), with
+    their trajectories and acceptance rates; and a chain of 5 steps is the first 5 steps of a chain of 12 on
+    the same seed (the accept uniforms of HMC do not depend on n_steps)."""
+    x = torch.randn(40, D, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    whole, part = _cpu_chain(sampler, x, 12, 6, thin=4), _cpu_chain(sampler, x[:21], 12, 6, thin=4)
+    assert all(t.isfinite().all() for t in whole)
+    for got, want in zip(part, whole):
+        assert torch.equal(got, want[..., :21, :] if got.dim() > 1 else want[:21])
+    short = _cpu_chain(sampler, x, 5, 6)
+    longer_traj = _cpu_chain(sampler, x, 12, 6, thin=5)[-1]
+    assert torch.equal(short if sampler == "langevin" else short[0], longer_traj[0])
+
+
+@pytest.mark.parametrize("model", ["gaussian", "rosenbrock", "ackley"])
+@pytest.mark.parametrize("D", [2, 64, 65])
+def test_cpu_chains_in_lanes_are_the_row_by_row_maths(model, D):
+    """Without noise a Langevin chain is gradient descent: the lanes (D <= 64) and the row-by-row loop (D = 65)
+    against the reference's steps, the Gaussian (8 lanes) and two local models with row-wide terms."""
+    x = torch.randn(21, D, dtype=torch.float64, generator=torch.Generator().manual_seed(7)) * 0.5
+    if model == "gaussian":
+        g = torch.Generator().manual_seed(8)
+        mean = torch.randn(D, dtype=torch.float64, generator=g)
+        a = torch.randn(D, D, dtype=torch.float64, generator=g)
+        kw = dict(mean=mean, precision=a @ a.T / D + torch.eye(D, dtype=torch.float64))
+        score = lambda y: ref.gaussian_score(y, kw["mean"], kw["precision"])
+    else:
+        kw = PARAMS[model]
+        score = lambda y: ref.SCORES[model](y, **kw)
+    got = ebm.langevin_chain(x, model, 6, 1e-3, noise_scale=0.0, **kw)
+    want = x
+    for _ in range(6):
+        want = want + 1e-3 * score(want)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
