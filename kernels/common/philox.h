@@ -191,7 +191,9 @@ inline void plus_lane_index8(uint64_t value, __m256i* low, __m256i* high) {
   *high = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(value >> 32))), wrapped);
 }
 
-inline __m256i broadcast_low(uint64_t value) { return _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(value))); }
+inline __m256i broadcast_low(uint64_t value) {
+  return _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(value)));
+}
 inline __m256i broadcast_high(uint64_t value) { return broadcast_low(value >> 32); }
 
 // The words of the eight calls first + j, j < 8, of one subsequence, call by call (as philox_words_cpu).
@@ -216,17 +218,19 @@ inline void philox_words8_avx2(uint64_t seed, uint64_t first, uint32_t* words, u
 // words[k * kLanes + l] = word k of subsequence first + l. The shape the CPU chains' lanes take their draws in.
 template <int64_t kLanes>
 inline void philox_lanes_cpu(uint64_t seed, uint64_t counter, uint64_t first, uint32_t* words) {
-  int64_t l = 0;
 #if defined(__AVX2__) && !defined(__CUDACC__)
-  for (; l + 8 <= kLanes; l += 8) {
-    __m256i c0 = broadcast_low(counter), c1 = broadcast_high(counter), c2, c3;
-    plus_lane_index8(first + static_cast<uint64_t>(l), &c2, &c3);
-    philox8_avx2(seed, c0, c1, c2, c3);
-    const __m256i result[4] = {c0, c1, c2, c3};
-    for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + k * kLanes + l), result[k]);
+  if constexpr (kLanes % 8 == 0) {
+    for (int64_t l = 0; l < kLanes; l += 8) {
+      __m256i c0 = broadcast_low(counter), c1 = broadcast_high(counter), c2, c3;
+      plus_lane_index8(first + static_cast<uint64_t>(l), &c2, &c3);
+      philox8_avx2(seed, c0, c1, c2, c3);
+      const __m256i result[4] = {c0, c1, c2, c3};
+      for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + k * kLanes + l), result[k]);
+    }
+    return;
   }
 #endif
-  for (; l < kLanes; ++l) {
+  for (int64_t l = 0; l < kLanes; ++l) {
     const Uint4 r = philox4x32_10(seed, counter, first + static_cast<uint64_t>(l));
     words[l] = r.x;
     words[kLanes + l] = r.y;

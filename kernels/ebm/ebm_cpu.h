@@ -1,10 +1,11 @@
 // Family `ebm`, C++ half: what its files share. ebm.cpp holds the op schemas and registration, the
 // energies, scores and Langevin step; ebm_chains.cpp the chains (langevin_chain, hmc_chain), which compose
 // some of ebm.cpp's pieces (declared here). The CPU loops that run the row objects below, the bulk of the
-// C++ half's code, are in ebm_rows_cpu.cpp (energies, scores) and ebm_chains_cpu.cpp (the chains), which
-// include no torch/library.h. Four files so that g++ compiles them at once: as one, its code generation
-// made it a first build's slowest object.
+// C++ half's code, are in ebm_rows_cpu.cpp (energies, scores), ebm_chains_cpu.cpp and ebm_chain_lanes_cpu.cpp (the
+// chains of wide and narrow rows), which include no torch/library.h. Five files so that g++ compiles them at once:
+// as one, its code generation made it a first build's slowest object.
 #pragma once
+#include <ATen/Dispatch.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
@@ -54,6 +55,18 @@ void langevin_chain_cpu(const at::Tensor& x, const at::Tensor& out, const at::Te
 void hmc_chain_cpu(const at::Tensor& x, const at::Tensor& out, const at::Tensor& accept_rate, const at::Tensor& traj,
                    const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
                    double step_size, int64_t n_leapfrog, int64_t thin, jk::PhiloxSeed seed);
+// ebm_chain_lanes_cpu.cpp: the same for rows of D <= kLaneChainMaxD, which those hand over. They go kRowLanes rows
+// at a time, transposed (HasLaneRows): a step is then a few vector operations for all the block's rows, where row by
+// row it waited on one row's chain of dependent operations (D = 1: 3x slower than an eager loop, session 46). A file
+// of its own, so that g++ compiles it beside ebm_chains_cpu.cpp (together they took twice as long).
+constexpr int64_t kLaneChainMaxD = 64;
+void langevin_chain_lanes_cpu(const at::Tensor& x, const at::Tensor& out, const at::Tensor& traj, const ModelSpec& spec,
+                              const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,
+                              const LangevinUpdate<double>& u, int64_t thin, jk::PhiloxSeed seed);
+void hmc_chain_lanes_cpu(const at::Tensor& x, const at::Tensor& out, const at::Tensor& accept_rate,
+                         const at::Tensor& traj, const ModelSpec& spec, const at::Tensor& mean,
+                         const at::Tensor& precision, int64_t n_steps, double step_size, int64_t n_leapfrog,
+                         int64_t thin, jk::PhiloxSeed seed);
 
 // ---------------------------------------------------------------- ebm_chains.cpp's ops
 
@@ -382,5 +395,58 @@ struct GaussRows {
   }
 };
 static_assert(HasLaneRows<GaussRows<float>, float>::value, "rows_cpu's lane-wise path");
+
+// ---------------------------------------------------------------- the CPU chains' shared parts
+
+// The CPU chains' random stream. Row r draws from Philox subsequence r: its normals, D a step and step after
+// step, are the calls' words read in order (normal j = step·D + i is lane j % 4 of call j / 4). HMC's accept
+// uniforms come from subsequence r + 2^63 (no row reaches it): step s's is lane s % 4 of call s / 4. So a chain's
+// first n steps draw the same numbers whatever n_steps is (a shorter chain on the same seed is a prefix).
+// Until session 47 each step took ceil(D / 4) calls of its own, so rows of D = 1 or 2 drew 4 or 2 times the
+// normals they used (the CUDA kernels still do; the CPU and CUDA generators are separate streams anyway).
+// Draws are made for a batch of steps at once, a multiple of 4 steps, so that a batch starts at a whole call.
+struct ChainStream {
+  jk::PhiloxSeed seed;
+  int64_t D, n_steps;
+  int64_t batch_steps() const {  // about kPhiloxBatchCpu calls' worth
+    const int64_t steps = std::max<int64_t>(4, 4 * jk::kPhiloxBatchCpu / D / 4 * 4);
+    return std::min(steps, (n_steps + 3) / 4 * 4);
+  }
+  // The normals of row r's steps [s0, s0 + steps), s0 a multiple of 4: steps·D of them, into z (room for
+  // batch_steps()·D floats: whole calls).
+  void normals(int64_t r, int64_t s0, int64_t steps, float* z) const {
+    jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + s0 * D / 4, (steps * D + 3) / 4, z, r);
+  }
+  static constexpr uint64_t kAcceptSubsequences = uint64_t(1) << 63;  // row r's accept uniforms: r + this
+  // The accept words of row r's steps [s0, s0 + steps) into u (room for batch_steps() words).
+  void accept_words(int64_t r, int64_t s0, int64_t steps, uint32_t* u) const {
+    jk::philox_words_cpu(seed.seed, seed.offset / 4 + s0 / 4, (steps + 3) / 4, u, kAcceptSubsequences + r);
+  }
+};
+
+
+// Calls f(rows, T(0)) with the row object of the chain's model in x's dtype T (float32 or float64). The
+// Gaussian's only where kWithGaussian: its rows wider than kCpuGaussianMaxD take the stepwise path
+// (ebm_chains.cpp), so only the lanes meet it.
+static_assert(kLaneChainMaxD >= kCpuGaussianMaxD, "the CPU chains' Gaussian rows all go through the lanes");
+template <bool kWithGaussian, typename F>
+void with_chain_rows(const at::Tensor& x, const ModelSpec& spec, const at::Tensor& mean, const at::Tensor& precision,
+                     F&& f) {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ebm_chain_cpu", [&] {
+    using A = scalar_t;
+    if constexpr (kWithGaussian) {
+      if (spec.kind == Model::Gaussian)
+        return f(GaussRows<A>(mean, precision, x.size(1), static_cast<const A*>(nullptr)), A(0));
+    }
+    TORCH_CHECK(spec.kind != Model::Gaussian, "ebm: Gaussian chain rows of D = ", x.size(1),
+                " reached the CPU row loop");
+    with_local_model<A>(spec.kind, spec.p, [&](auto m) { f(LocalRows<A, decltype(m)>{m}, A(0)); });
+  });
+}
+
+template <typename T>
+LangevinUpdate<T> update_in(const LangevinUpdate<double>& u) {
+  return {T(u.a), T(u.tau), T(u.lo), T(u.hi), u.clamp};
+}
 
 }  // namespace ebm
