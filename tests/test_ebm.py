@@ -1258,3 +1258,16 @@ def test_cpu_chains_in_lanes_are_the_row_by_row_maths(model, D):
     for _ in range(6):
         want = want + 1e-3 * score(want)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cpu_chain_lanes_and_rows_draw_the_same_stream(dtype):
+    """A row's normals are one flat stream, D a step: the first step's first 64 normals are the same for D = 64
+    (the lanes, where 16 rows make each Philox call side by side, AVX2 where built) and D = 65 (a row at a
+    time, a row's calls in a run), so the lanes' word-major Philox and Box-Muller are checked bit for bit
+    against the row-major ones (no force: the step adds sqrt(2 eta) z alone)."""
+    def first_step(D):
+        x = torch.zeros(20, D, dtype=dtype)
+        return ebm.langevin_chain(x, "harmonic", 2, 0.5, k=0.0, thin=1, generator=torch.Generator().manual_seed(3))[1][0]
+    lanes, rows = first_step(64), first_step(65)
+    assert lanes.std() > 0.5 and torch.equal(lanes, rows[:, :64])
