@@ -932,3 +932,34 @@ def test_normal_out_with_the_wrong_row_count_names_n():
     for rows in (3, 7):
         with pytest.raises(ValueError, match=r"out must have shape \(n, d\) = \(5, 3\)"):
             fam.normal(m, s, 5, out=torch.empty(rows, 3))
+
+
+# ---------------------------------------------------------------- session 47's API review
+
+@pytest.mark.parametrize("number_for", ["mean", "std"])
+def test_normal_takes_a_number_mean_or_std_for_every_dimension(number_for):
+    """torch.normal takes a Python number for mean or std; normal(mean, 1.0, n) raised the schema's error of the
+    internal op (session 46's API review). A number is every dimension's, as cem_minimize(std=1.0) reads it."""
+    m, s = torch.tensor([0.5, -1.0, 2.0]), torch.tensor([1.0, 1.0, 1.0])
+    args = (m, 1.0) if number_for == "std" else (0.5, s)
+    tensors = (m, s) if number_for == "std" else (torch.full((3,), 0.5), s)
+    got = fam.normal(*args, 50, generator=torch.Generator().manual_seed(1))
+    want = fam.normal(*tensors, 50, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    out = torch.empty(50, 3, dtype=torch.float64)
+    fam.normal(*args, 50, out=out, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(out, fam.normal(*tensors, 50, dtype=torch.float64,
+                                               generator=torch.Generator().manual_seed(1)), rtol=0, atol=0)
+
+
+def test_normal_two_numbers_take_their_width_from_out_or_are_refused_by_name():
+    """Two numbers (or a number beside a 0-d tensor) leave d unknown: refused by name, not by the schema; with out
+    (as torch.normal(0.5, 2.0, size, out=out)) its rows give d."""
+    with pytest.raises(TypeError, match=r"mean and std.*\(d,\) tensor"):
+        fam.normal(0.0, 1.0, 5)
+    with pytest.raises(ValueError, match=r"mean must be 1-D"):
+        fam.normal(torch.tensor(0.0), 1.0, 5)
+    out = fam.normal(0.5, 2.0, 5, out=torch.empty(5, 3, dtype=torch.float64), generator=torch.Generator().manual_seed(2))
+    want = fam.normal(torch.full((3,), 0.5, dtype=torch.float64), torch.full((3,), 2.0, dtype=torch.float64), 5,
+                      generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(out, want, rtol=0, atol=0)

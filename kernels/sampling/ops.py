@@ -25,7 +25,8 @@ def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype 
            out: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """Samples of shape (n, d): element [i, j] = mean[j] + std[j] * z[i, j], every z an independent N(0, 1).
 
-    mean, std: (d,) tensors of one float dtype and device. dtype: output float32, float64, float16 or
+    mean, std: (d,) tensors of one float dtype and device, or either one a Python number for every dimension
+    (as torch.normal takes; both numbers only with out, whose rows give d). dtype: output float32, float64, float16 or
     bfloat16 (default: mean's dtype). The normals are float32 Box-Muller draws from Philox4x32-10
     (the radius's uniform from 23 bits, so |z| <= 5.65; 16-bit uniforms for float16/bfloat16 outputs,
     whose |z| then stays below 4.86);
@@ -35,6 +36,7 @@ def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype 
     samples never require grad (torch.randn's convention). For a reparameterized sample that carries
     gradients to mean and std, use mean + std * normal(zeros, ones, n).
     """
+    mean, std = _per_dimension(mean, std, out)
     if out is not None:
         if out.dim() != 2 or out.shape[0] != n:
             d = mean.shape[-1] if mean.dim() else "d"  # a 0-d mean is the op's error to name
@@ -135,12 +137,40 @@ def _check_mean(mean) -> None:
         raise ValueError(f"mean must have shape (d,), got shape {list(mean.shape)}")
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _per_dimension(mean, std, out: torch.Tensor | None = None):
+    """mean and std as the ops take them: a Python number is every dimension's value, a tensor like the other one
+    (normal(mean, 1.0, n) raised the schema error of the internal op, naming std; cem_minimize(std=1.0) that of
+    normal_out). Two numbers take d, the dtype (float64 for a float64 out, else float32) and the device from out;
+    without out nothing gives d, and they are refused by name."""
+    if _is_number(mean) and _is_number(std):
+        if out is None or out.dim() != 2:
+            raise TypeError(f"mean and std are both numbers ({mean}, {std}), which leaves d unknown: pass either one "
+                            f"as a (d,) tensor, e.g. torch.full((d,), {std}), or an (n, d) out")
+        like = torch.empty(out.shape[1], dtype=torch.float64 if out.dtype == torch.float64 else torch.float32,
+                           device=out.device)
+        return torch.full_like(like, mean), torch.full_like(like, std)
+    if _is_number(std) and isinstance(mean, torch.Tensor):
+        std = _full_like(mean, std)
+    elif _is_number(mean) and isinstance(std, torch.Tensor):
+        mean = _full_like(std, mean)
+    return mean, std
+
+
+def _full_like(tensor: torch.Tensor, value) -> torch.Tensor:
+    """value in every entry, in tensor's float dtype (float32 beside an integer tensor, so that the op's dtype error
+    names the tensor the caller gave, not the number)."""
+    return torch.full_like(tensor, value, dtype=tensor.dtype if tensor.is_floating_point() else torch.float32)
+
+
 def _detached(mean, std):
     """CEM draws and refits without gradients (cem_update's outputs never require grad), so the loop runs on the
     values: a mean or std that required grad (a network's output, an nn.Parameter) made normal's out= raise.
-    A number std is every dimension's (std=1.0 raised the schema error of the internal op normal_out)."""
-    if isinstance(std, (int, float)) and not isinstance(std, bool):
-        std = torch.full_like(mean, std)
+    A number std is every dimension's (_per_dimension)."""
+    mean, std = _per_dimension(mean, std)
     return mean.detach(), (std.detach() if isinstance(std, torch.Tensor) else std)
 
 
