@@ -963,3 +963,11 @@ def test_normal_two_numbers_take_their_width_from_out_or_are_refused_by_name():
     want = fam.normal(torch.full((3,), 0.5, dtype=torch.float64), torch.full((3,), 2.0, dtype=torch.float64), 5,
                       generator=torch.Generator().manual_seed(2))
     torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+def test_cem_minimize_with_scores_on_another_device_names_fn():
+    """An fn that returns its scores on another device than the samples (CPU scores for CUDA samples; here meta
+    scores for CPU samples, the same path) raised cem_update's "scores is on ... but samples is on ...", an
+    argument the caller never passed (session 46's API review)."""
+    with pytest.raises(ValueError, match=r"fn must return scores on the samples' device cpu, got scores on meta"):
+        fam.cem_minimize(lambda x: (x ** 2).sum(-1).to("meta"), torch.zeros(3), 1.0, 8, 2, 2)

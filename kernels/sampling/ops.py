@@ -177,9 +177,10 @@ def _detached(mean, std):
 _SCORE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)  # cem_update's
 
 
-def _check_scores(scores, n_samples: int) -> None:
-    """fn's output, before it is indexed: (n_samples, d) scores raised "index out of range in self", and integer
-    ones cem_update's "scores must be float32, ...", naming an argument the caller never passed."""
+def _check_scores(scores, n_samples: int, device: torch.device) -> None:
+    """fn's output, before it is indexed: (n_samples, d) scores raised "index out of range in self", integer ones
+    cem_update's "scores must be float32, ...", and scores on another device than the samples (a CPU objective
+    for CUDA samples) its "scores is on cpu but samples is on cuda:0", naming an argument the caller never passed."""
     if not isinstance(scores, torch.Tensor):
         raise TypeError(f"fn must return a tensor of shape (n_samples,) = ({n_samples},), got {type(scores).__name__}")
     if scores.dtype not in _SCORE_DTYPES:
@@ -188,6 +189,9 @@ def _check_scores(scores, n_samples: int) -> None:
     if scores.shape != (n_samples,):
         raise ValueError(f"fn must return one score per sample, shape (n_samples,) = ({n_samples},), "
                          f"got shape {list(scores.shape)}")
+    if scores.device != device:
+        raise ValueError(f"fn must return scores on the samples' device {device}, got scores on {scores.device}: "
+                         f"move them, e.g. fn(x).to(x.device)")
 
 
 def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,
@@ -211,7 +215,7 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     for it in range(n_iters):
         normal(mean, std, n_samples, out=samples, generator=generator)
         scores = fn(samples)
-        _check_scores(scores, n_samples)
+        _check_scores(scores, n_samples, samples.device)
         if history is None:  # the scores' dtype, as best_value's and distributed_cem_minimize's (was float32)
             history = torch.empty(n_iters, dtype=scores.dtype, device=scores.device)
         i = _best_row(scores, maximize)
@@ -248,7 +252,7 @@ def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: t
     for _ in range(n_iters):
         normal(mean, std, n_samples, out=samples, generator=generator)
         scores = fn(samples)
-        _check_scores(scores, n_samples)
+        _check_scores(scores, n_samples, samples.device)
         scores = scores.contiguous()
         score_parts = [torch.empty_like(scores) for _ in range(world)]
         dist.all_gather(score_parts, scores, group=group)
