@@ -62,6 +62,7 @@ def ddpm_schedule(num_train_timesteps: int = 1000, beta_schedule: str = "linear"
     `device` (default: torch's default device, as for torch's factory functions, so a notebook under
     torch.set_default_device("cuda") gets a table on the GPU).
     """
+    check_numbers(beta_start=beta_start, beta_end=beta_end)
     table = _ops.ddpm_schedule(num_train_timesteps, beta_schedule, beta_start, beta_end)
     return table.to(torch.get_default_device() if device is None else device)
 

@@ -145,6 +145,7 @@ def _model_args(model: str, params: dict):
     values = []
     for name, default in MODELS[model].items():  # the chain ops take a list: their message said "params"
         given = params.get(name, default)
+        check_numbers(**{name: given})  # float() below drops a derivative (the chains had no check)
         try:  # float()'s own errors named no parameter ("could not convert string to float: 'a'")
             value = float(given)
         except (TypeError, ValueError):
@@ -157,8 +158,6 @@ def _model_args(model: str, params: dict):
 
 def energy(x: torch.Tensor, model: str, **params) -> torch.Tensor:
     """The energy of the named model (see MODELS), e.g. energy(x, "double_well", barrier_height=1.0)."""
-    if model != "gaussian":  # its mean and precision are tensors, differentiable
-        check_numbers(**params)
     mean, precision, args = _model_args(model, params)
     if model == "gaussian":
         return gaussian_energy(x, mean, precision)
@@ -171,8 +170,6 @@ def score(x: torch.Tensor, model: str, **params) -> torch.Tensor:
     Scores are differentiable: the backward is autograd of the closed form in reference.py (PyTorch
     ops, slower than the kernels; half types in float32), so a backward of an energy's gradient with
     create_graph=True (score matching, Hessian-vector products) is exact, to any order."""
-    if model != "gaussian":
-        check_numbers(**params)
     mean, precision, args = _model_args(model, params)
     if model == "gaussian":
         return gaussian_score(x, mean, precision)
@@ -294,6 +291,7 @@ def _clamp_bounds(clamp):
         raise TypeError(f"clamp must be None, a number >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, got "
                         f"{clamp} (for no clamp, pass None)")
     if isinstance(clamp, torch.Tensor) and clamp.dim() == 0:  # a 0-d tensor is a number (it failed to unpack)
+        check_numbers(clamp=clamp)
         clamp = clamp.item()
     if isinstance(clamp, Real):
         if not 0 <= clamp < math.inf:  # NaN fails this too
@@ -302,16 +300,30 @@ def _clamp_bounds(clamp):
         return -float(clamp), float(clamp)
     try:
         lo, hi = clamp
+    except (TypeError, ValueError):
+        raise _not_a_clamp(clamp) from None
+    check_numbers(**{"clamp[0]": lo, "clamp[1]": hi})  # before float(), which reads a derivative away
+    try:
         lo, hi = (None if lo is None else float(lo)), (None if hi is None else float(hi))
     except (TypeError, ValueError):
-        raise TypeError(f"clamp must be a number >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, "
-                        f"got {clamp!r}") from None
+        raise _not_a_clamp(clamp) from None
     for side, bound in (("min", lo), ("max", hi)):
         if bound is not None and not -math.inf < bound < math.inf:
             raise ValueError(f"clamp's {side} must be finite (None for no bound), got {bound}")
     if lo is not None and hi is not None and lo > hi:  # the op said "clamp: clamp_min (2) must be <= clamp_max (1)"
         raise ValueError(f"clamp's min must be <= its max, got clamp=({lo}, {hi})")
     return lo, hi
+
+
+def _not_a_clamp(clamp) -> TypeError:
+    return TypeError(f"clamp must be a number >= 0 (meaning [-clamp, clamp]) or a (min, max) pair, got {clamp!r}")
+
+
+def _step_numbers(step_size, noise_scale=1.0, clamp=None):
+    """A step's or chain's float arguments, checked (check_numbers: a tensor with a derivative is refused by name;
+    langevin_step_ and the chains had no check and dropped it), and clamp as the op's (min, max)."""
+    check_numbers(step_size=step_size, noise_scale=noise_scale)
+    return _clamp_bounds(clamp)
 
 
 def langevin_step(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_scale: float = 1.0,
@@ -322,8 +334,7 @@ def langevin_step(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_s
     clamp: None, c (clamp to [−c, c]) or (min, max) (either may be None). Differentiable in x and
     grad (the noise is a constant). dtypes: float32, float64, float16, bfloat16 (float32 math).
     """
-    check_numbers(step_size=step_size, noise_scale=noise_scale)
-    lo, hi = _clamp_bounds(clamp)
+    lo, hi = _step_numbers(step_size, noise_scale, clamp)
     return _ops.langevin_step(x, grad, step_size, noise_scale, lo, hi, generator)
 
 
@@ -332,7 +343,7 @@ def langevin_step_(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_
     """In-place langevin_step: updates and returns x. Not differentiable: with grad mode on, x and
     grad must not require grad (use langevin_step, or torch.no_grad()); x's version counter is bumped,
     so a backward that saved x's old values raises."""
-    lo, hi = _clamp_bounds(clamp)
+    lo, hi = _step_numbers(step_size, noise_scale, clamp)
     _ops.langevin_step_(x, grad, step_size, noise_scale, lo, hi, generator)
     return x
 
@@ -401,7 +412,7 @@ def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, 
     """
     _refuse_other_chains_options("langevin_chain", params, "hmc_chain", ("n_leapfrog",))
     mean, precision, args = _model_args(model, params)
-    lo, hi = _clamp_bounds(clamp)
+    lo, hi = _step_numbers(step_size, noise_scale, clamp)
     out, traj = _ops.langevin_chain(x, model, mean, precision, args, n_steps, step_size, noise_scale, thin, lo, hi,
                                     generator)
     return (out, traj) if thin > 0 else out
@@ -420,6 +431,7 @@ def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_lea
     """
     _refuse_other_chains_options("hmc_chain", params, "langevin_chain", ("clamp", "noise_scale"))
     mean, precision, args = _model_args(model, params)
+    _step_numbers(step_size)
     out, acc, traj = _ops.hmc_chain(x, model, mean, precision, args, n_steps, step_size, n_leapfrog, thin, generator)
     return (out, acc, traj) if thin > 0 else (out, acc)
 

@@ -14,6 +14,7 @@ import torch.distributed as dist
 
 NAMESPACE: str  # the build's op namespace, set by loader.py before this file runs
 register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
+check_numbers: Callable      # loader.check_numbers: refuses a float argument given as a tensor with a derivative
 _ops = getattr(torch.ops, NAMESPACE)
 register_drawing_vmap(f"{NAMESPACE}::normal")
 register_drawing_vmap(f"{NAMESPACE}::normal_out", in_place=True)
@@ -63,6 +64,7 @@ def cem_update(samples: torch.Tensor, scores: torch.Tensor, n_elite: int, mean: 
     scores any of those. A negative std raises on the CPU; on CUDA (no host sync) its column's new std is
     NaN, as in normal. Not differentiable: the outputs never require grad (a selection).
     """
+    check_numbers(smoothing=smoothing, min_std=min_std)
     return _ops.cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
 
 
@@ -123,6 +125,7 @@ def _check_refit(smoothing: float, min_std: float) -> None:
     here reached a fullgraph caller as dynamo's bare "Observed exception")."""
     if torch.compiler.is_compiling():
         return
+    check_numbers(smoothing=smoothing, min_std=min_std)
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"smoothing must be in [0, 1], got {smoothing}")
     if not 0.0 <= min_std < math.inf:  # NaN fails too
