@@ -971,3 +971,24 @@ def test_cem_minimize_with_scores_on_another_device_names_fn():
     argument the caller never passed (session 46's API review)."""
     with pytest.raises(ValueError, match=r"fn must return scores on the samples' device cpu, got scores on meta"):
         fam.cem_minimize(lambda x: (x ** 2).sum(-1).to("meta"), torch.zeros(3), 1.0, 8, 2, 2)
+
+
+def test_an_exported_cem_minimize_saves_and_loads(tmp_path):
+    """torch.export.export of a module returning cem_minimize's CEMResult worked, but torch.export.save raised
+    "Can't serialize TreeSpec of namedtuple class ...CEMResult because we didn't register a serialized_type_name"
+    (sessions 43-46's open list). The loaded program gives the eager result, as a CEMResult."""
+    class Minimize(torch.nn.Module):
+        def forward(self, mean):
+            return fam.cem_minimize(lambda x: ((x - 1) ** 2).sum(-1), mean, 1.0, 32, 8, 3)
+
+    mean = torch.zeros(3)
+    program = torch.export.export(Minimize(), (mean,))
+    torch.export.save(program, tmp_path / "cem.pt2")
+    loaded = torch.export.load(tmp_path / "cem.pt2").module()
+    torch.manual_seed(0)
+    got = loaded(mean)
+    torch.manual_seed(0)
+    want = Minimize()(mean)
+    assert type(got) is fam.CEMResult
+    for name in fam.CEMResult._fields:
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), rtol=0, atol=0)

@@ -76,6 +76,12 @@ class CEMResult(NamedTuple):
     history: torch.Tensor    # best score of each iteration's population (n_iters,), the scores' dtype
 
 
+# torch.export.save of a program returning a CEMResult needs a name for its tree spec (a namedtuple without one
+# raised "Can't serialize TreeSpec of namedtuple class"); the build's namespace keeps a reloaded family's class
+# apart, as the program's ops are that build's.
+torch.utils._pytree._register_namedtuple(CEMResult, serialized_type_name=f"jitkernels.{NAMESPACE}.CEMResult")
+
+
 def _keep_best(best_value, best_x, value, x, maximize):
     """The better of (best_value, best_x) and (value, x), chosen on the device (no host sync). A NaN best
     loses to anything (NaN ranks last, as in cem_update): a first population scored all NaN had kept
