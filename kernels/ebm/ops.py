@@ -333,6 +333,8 @@ def langevin_step(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_s
     grad is ∇E (e.g. from autograd of a network's energy), same shape/dtype/device as x (any shape).
     clamp: None, c (clamp to [−c, c]) or (min, max) (either may be None). Differentiable in x and
     grad (the noise is a constant). dtypes: float32, float64, float16, bfloat16 (float32 math).
+    generator (positional, as in ddpm_step/ddim_step; keyword-only in normal and the chains): a
+    torch.Generator on x's device; default: the device's default generator (torch.manual_seed reproduces ε).
     """
     lo, hi = _step_numbers(step_size, noise_scale, clamp)
     return _ops.langevin_step(x, grad, step_size, noise_scale, lo, hi, generator)
@@ -342,7 +344,7 @@ def langevin_step_(x: torch.Tensor, grad: torch.Tensor, step_size: float, noise_
                    clamp=None, generator: torch.Generator | None = None) -> torch.Tensor:
     """In-place langevin_step: updates and returns x. Not differentiable: with grad mode on, x and
     grad must not require grad (use langevin_step, or torch.no_grad()); x's version counter is bumped,
-    so a backward that saved x's old values raises."""
+    so a backward that saved x's old values raises. generator as in langevin_step."""
     lo, hi = _step_numbers(step_size, noise_scale, clamp)
     _ops.langevin_step_(x, grad, step_size, noise_scale, lo, hi, generator)
     return x
@@ -406,8 +408,8 @@ def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, 
     gradient from split TF32 products, relative error ~2⁻²¹ instead of float32's 2⁻²⁴); wider rows take one score kernel (a matrix product for the Gaussian)
     plus one fused update per step.
     Never syncs with the host. thin > 0 also returns the trajectory, x after every thin-th step:
-    (n_steps // thin, B, D). Returns x, or (x, trajectory) when thin > 0. clamp as in
-    langevin_step. dtypes: float32, float64. Not differentiable: the samples are constants for autograd
+    (n_steps // thin, B, D). Returns x, or (x, trajectory) when thin > 0. clamp and generator (keyword-only
+    here) as in langevin_step. dtypes: float32, float64. Not differentiable: the samples are constants for autograd
     (they never require grad, as torch.randn's), like the detached samples of contrastive divergence.
     """
     _refuse_other_chains_options("langevin_chain", params, "hmc_chain", ("n_leapfrog",))
@@ -421,7 +423,8 @@ def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, 
 def hmc_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, n_leapfrog: int = 10, *,
               thin: int = 0, generator: torch.Generator | None = None, **params):
     """Run n_steps of Hamiltonian Monte Carlo (fresh N(0, I) momentum, n_leapfrog leapfrog steps of
-    size step_size, Metropolis accept/reject) on every row. model and params as in langevin_chain.
+    size step_size, Metropolis accept/reject) on every row. model, params and generator (keyword-only) as in
+    langevin_chain.
 
     Returns (x, accept_rate) with accept_rate (B,) the fraction of accepted proposals per chain,
     or (x, accept_rate, trajectory) when thin > 0. One launch on CUDA for D <= 32 (float32; 16

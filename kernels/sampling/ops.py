@@ -36,6 +36,8 @@ def normal(mean: torch.Tensor, std: torch.Tensor, n: int, *, dtype: torch.dtype 
     raises on the CPU; on CUDA (no host sync allowed) its column comes out NaN. Not differentiable: the
     samples never require grad (torch.randn's convention). For a reparameterized sample that carries
     gradients to mean and std, use mean + std * normal(zeros, ones, n).
+    generator (keyword-only): a torch.Generator on mean's device; default: the device's default generator,
+    so torch.manual_seed reproduces the draws.
     """
     mean, std = _per_dimension(mean, std, out)
     if out is not None:
@@ -213,7 +215,7 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     refit on the n_elite best (see cem_update), and track the best sample seen. Nothing syncs with
     the host, so the whole call can be captured as one CUDA graph when fn can. mean and std are taken as
     values: no gradient flows back to them (a mean that requires grad, e.g. a network's output, is fine).
-    std: a (d,) tensor like mean, or a number for every dimension.
+    std: a (d,) tensor like mean, or a number for every dimension. generator (keyword-only): as normal's.
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)
