@@ -1271,3 +1271,15 @@ def test_cpu_chain_lanes_and_rows_draw_the_same_stream(dtype):
         return ebm.langevin_chain(x, "harmonic", 2, 0.5, k=0.0, thin=1, generator=torch.Generator().manual_seed(3))[1][0]
     lanes, rows = first_step(64), first_step(65)
     assert lanes.std() > 0.5 and torch.equal(lanes, rows[:, :64])
+def test_ackley_float32_exponent_past_88_is_not_clamped():
+    """jk::exp_float (the CPU's float exp) clamped its argument at 88, so Ackley with b < 0 (exp(-b·r) grows) gave
+    -1.65e38 for every row with -b·r in (88, 88.72] (float's exp reaches 3.3e38 there: up to 2x off) and a finite
+    energy where float overflows to -inf; the CUDA kernels (std::exp) and the reference did not clamp."""
+    r = torch.tensor([87.9, 88.3, 88.7])
+    x = r[:, None].expand(3, 4).contiguous()
+    want = ref.ENERGIES["ackley"](x.double(), 1.0, -1.0, 2 * math.pi).float()
+    torch.testing.assert_close(ebm.ackley_energy(x, a=1.0, b=-1.0), want, rtol=1e-6, atol=0)
+    assert ebm.ackley_energy(torch.full((1, 4), 89.0), a=1.0, b=-1.0).item() == -math.inf
+    x = x[:2] + 0.25  # e^(88.95) itself overflows float, as std::exp's on CUDA
+    torch.testing.assert_close(ebm.ackley_score(x, a=1.0, b=-1.0),
+                               ref.SCORES["ackley"](x.double(), 1.0, -1.0, 2 * math.pi).float(), rtol=1e-5, atol=0)
