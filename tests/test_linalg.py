@@ -1627,3 +1627,60 @@ def test_inverse_root_eigh_routes_clamp_negative_eigenvalues(n):
             continue  # the iteration roots A + eps I as it is (documented), not clamped
         assert torch.isfinite(got).all(), fallback
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shapes", [
+    ((1, 64), (64, 1)),  # q = 1: a column on the right
+    ((9, 5), (2, 2)),  # q = 2
+    ((3, 6, 7), (3, 4, 3)),  # q = 3, batched
+    ((2, 5, 9), (2, 3, 4)),  # q = 4: the loop with q at run time
+    ((1, 3000), (2, 1)),  # 16-bit: a row of 3000 entries narrowed in runs of 1024
+    ((2, 3, 1), (2, 1, 1100)),  # n = p = 1 and q above a 16-bit run
+    ((3, 7001, 1), (3, 1, 3)),  # n = p = 1: a column times a row, the batch entry's rows as one; threads cut
+    ((3, 5, 1), (3, 2001, 2)),  # threads cut rows inside a batch entry and inside A's row (the counters' start)
+    ((0, 4, 1), (0, 1, 5)),  # empty batch
+    ((2, 0, 1), (2, 1, 3)),  # empty rows
+])
+def test_kron_cpu_short_rows_route_exact(dtype, shapes):
+    """kron's CPU loop: runs of q = 1, 2, 3 with q fixed at compile time, a column times a row (n = p = 1,
+    per_sample_grad_linear's outer products) as one row per batch entry, the row positions counted along (not
+    divided out) from where a thread's cut begins. Each element is one product rounded once: exact, with 1 and
+    2 threads, for contiguous and transposed inputs."""
+    gen = torch.Generator().manual_seed(0)
+    A = torch.randn(*shapes[0], generator=gen).to(dtype)
+    B = torch.randn(*shapes[1], generator=gen).to(dtype)
+    expected = ref.kron(A.double(), B.double()).to(dtype)
+    A_t = A.mT.contiguous().mT  # same values, non-contiguous
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            for a, b in ((A, B), (A_t, B), (A, B.mT.contiguous().mT)):
+                got = linalg.kron(a, b)
+                assert got.shape == expected.shape
+                torch.testing.assert_close(got, expected, atol=0, rtol=0, msg=f"{n} threads")
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("batch,n_in,n_out", [(256, 16, 1024), (3, 1, 1), (5, 1, 300), (5, 300, 1), (2, 1100, 3),
+                                              (0, 4, 5), (4, 0, 5), (7, 2, 3)])
+def test_per_sample_grad_linear_cpu_short_rows_route_exact(dtype, batch, n_in, n_out):
+    """per_sample_grad_linear's outer products on the CPU (a column times a row: one row per batch entry in
+    kron's loop): exactly the reference's products, with 1 and 2 threads, for contiguous and strided inputs."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, n_in, generator=gen).to(dtype)
+    g = torch.randn(batch, n_out, generator=gen).to(dtype)
+    want_w, want_b = ref.per_sample_grad_linear(x, g, True)
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            for xs, gs in ((x, g), (x.T.contiguous().T, g.T.contiguous().T)):
+                got_w, got_b = linalg.per_sample_grad_linear(xs, gs, True)
+                torch.testing.assert_close(got_w, want_w, atol=0, rtol=0, msg=f"{n} threads")
+                torch.testing.assert_close(got_b, want_b, atol=0, rtol=0)
+    finally:
+        torch.set_num_threads(threads)

@@ -456,6 +456,32 @@ std::tuple<at::Tensor, at::Tensor> matrix_inverse_root(const at::Tensor& A_in, i
 
 namespace {
 
+// One output row of a kron: o[j q + l] = a[j] b[l] for j < n, l < q (V: float, double, or the 16-bit
+// types' float). Short runs of q products (kron with a column or a 2x2 / 3x3 matrix on the right) take a
+// loop with q fixed at compile time, which vectorizes along j: with q known only at run time it ran a few
+// products at a time (float32 (1, 64) x (64, 1): 2.3x eager's time; (512, 512) x (2, 2) 8x slower alone).
+template <typename V, int Q>
+inline void kron_row_fixed(V* __restrict__ o, const V* __restrict__ a, const V* __restrict__ b, int64_t n) {
+  V b_fixed[Q];
+  for (int l = 0; l < Q; ++l) b_fixed[l] = b[l];
+  for (int64_t j = 0; j < n; ++j)
+    for (int l = 0; l < Q; ++l) o[j * Q + l] = a[j] * b_fixed[l];
+}
+
+template <typename V>
+inline void kron_row(V* __restrict__ o, const V* __restrict__ a, const V* __restrict__ b, int64_t n, int64_t q) {
+  switch (q) {
+    case 1: return kron_row_fixed<V, 1>(o, a, b, n);
+    case 2: return kron_row_fixed<V, 2>(o, a, b, n);
+    case 3: return kron_row_fixed<V, 3>(o, a, b, n);
+    default:
+      for (int64_t j = 0; j < n; ++j) {
+        const V aj = a[j];
+        for (int64_t l = 0; l < q; ++l) o[j * q + l] = aj * b[l];
+      }
+  }
+}
+
 template <typename T>
 void kron_cpu(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
   const int64_t m = A.size(1), n = A.size(2), p = B.size(1), q = B.size(2);
@@ -465,25 +491,46 @@ void kron_cpu(const at::Tensor& out, const at::Tensor& A, const at::Tensor& B) {
   const T* b_data = B.const_data_ptr<T>();
   at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / cols), [&](int64_t begin, int64_t end) {
     using acc_t = at::opmath_type<T>;
-    // 16-bit types: B's row widened once, each run of q products narrowed at once (jk::widen /
-    // jk::narrow vectorize; a conversion per element did not: float16 took 1.6x bfloat16's time)
-    std::vector<acc_t> b_wide(jk::kReducedFloat<T> ? q : 0), products(jk::kReducedFloat<T> ? q : 0);
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / (m * p), r = row % (m * p), i = r / p, k = r % p;
+    // 16-bit types: B's row widened once (not again while the next rows use it), A's entries and the
+    // products of up to kRun of them widened and narrowed at once (jk::widen / jk::narrow vectorize; a
+    // conversion per element did not, and a narrow per run of q products was a call per element for short
+    // runs: 5.9x eager's time for bfloat16 (1, 64) x (64, 1)).
+    constexpr int64_t kRun = 1024;
+    const int64_t js = std::max<int64_t>(1, kRun / q);  // A's entries per narrow (q >= 1: out is not empty)
+    std::vector<acc_t> a_wide(jk::kReducedFloat<T> ? js : 0), b_wide(jk::kReducedFloat<T> ? q : 0),
+        products(jk::kReducedFloat<T> ? js * q : 0);
+    const T* b_widened = nullptr;
+    // The row's (batch entry, row of A, row of B), counted along: three divisions per row were most of the
+    // time of short rows (per_sample_grad_linear B=256 16 -> 1024 float32: 1.7-2.4x eager's einsum).
+    int64_t b = begin / (m * p), i = begin / p % m, k = begin % p;
+    for (int64_t row = begin; row < end;) {
+      // A column times a row (n = p = 1: per_sample_grad_linear's outer products): the batch entry's rows
+      // from here on are one row, A's column times B's row (a call per row of 16 products: 1.4x eager's time)
+      const int64_t run = n == 1 && p == 1 ? std::min(end - row, m - i) : 1;
       const T* a_row = a_data + (b * m + i) * n;
       const T* b_row = b_data + (b * p + k) * q;
       T* o_row = o + row * cols;
       if constexpr (jk::kReducedFloat<T>) {
-        jk::widen(b_row, b_wide.data(), q);
-        for (int64_t j = 0; j < n; ++j) {
-          const acc_t aj = static_cast<acc_t>(a_row[j]);
-          for (int64_t l = 0; l < q; ++l) products[l] = aj * b_wide[l];
-          jk::narrow(products.data(), o_row + j * q, q);
+        if (b_row != b_widened) {
+          jk::widen(b_row, b_wide.data(), q);
+          b_widened = b_row;
+        }
+        for (int64_t j = 0; j < run * n; j += js) {
+          const int64_t count = std::min(js, run * n - j);
+          jk::widen(a_row + j, a_wide.data(), count);
+          kron_row(products.data(), a_wide.data(), b_wide.data(), count, q);
+          jk::narrow(products.data(), o_row + j * q, count * q);
         }
       } else {
-        for (int64_t j = 0; j < n; ++j) {
-          const T aj = a_row[j];
-          for (int64_t l = 0; l < q; ++l) o_row[j * q + l] = kron_mul(aj, b_row[l]);
+        kron_row(o_row, a_row, b_row, run * n, q);
+      }
+      row += run;
+      if (++k == p) {
+        k = 0;
+        i += run;
+        if (i == m) {
+          i = 0;
+          ++b;
         }
       }
     }
