@@ -84,12 +84,12 @@ def test_autocast_under_torch_compile(device):
 
 def test_matrix_inverse_root_is_not_lowered_under_autocast(device):
     """A float32 A keeps float32 under autocast, as every op of ours given one dtype, on every route. The eigh
-    routes (fallback="always"; on the CPU "auto" for one matrix of n >= 64; "auto"'s recomputation of the
+    routes (fallback="always"; on the CPU "auto" for float32 matrices of n >= 128; "auto"'s recomputation of the
     matrices that did not converge) are PyTorch ops in ops.py, whose matrix products autocast ran in
     bfloat16: a bfloat16 root, ~2e-3 off, where the Newton route gave float32 (so the dtype depended on n)."""
     linalg = loader.load("linalg")
-    q = torch.randn(80, 80, device=device)
-    A = q @ q.T / 80 + torch.eye(80, device=device)
+    q = torch.randn(128, 128, device=device)
+    A = q @ q.T / 128 + torch.eye(128, device=device)
     Q = torch.linalg.qr(torch.randn(6, 6, device=device))[0]
     slow = Q @ torch.diag(torch.logspace(0, -4, 6, device=device)) @ Q.T  # max_cond=10 leaves it unconverged: recomputed
     cases = [(A, {"fallback": "always"}), (A, {"fallback": "auto"}), (slow, {"max_cond": 10.0}),

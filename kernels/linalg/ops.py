@@ -45,18 +45,22 @@ def _check_arguments(A: torch.Tensor, p, eps, max_cond) -> None:
 
 
 def _eigh_is_faster(A) -> bool:
-    """On the CPU LAPACK's eigh beats the iteration's matrix products for one matrix of n >= 64 (2 cores,
-    float32: n=64 1.3-1.8x, n=256 2.2x, n=512 2.9x; float64 3-5x), not below (n=48: 171 vs 249 us, its
-    fixed cost), and for batches of n >= 128, not below (eigh takes them one at a time: 16 x n=32 917 vs
-    388 us, 16 x n=64 about even; one thread, float32: 4 x n=128 4.4 vs 6.6 ms, 4 x n=256 18 vs 47 ms,
-    2 x n=512 54 vs 182 ms; float64 4 x n=256 33 vs 216 ms, session 45; batches stayed on the iteration until
-    then). Not when A
+    """On the CPU LAPACK's eigh (with this route's checks) beats the iteration's matrix products from n = 128 in
+    float32 and from n = 64 in float64, for one matrix or a batch (eigh takes them one at a time). Float32, 1 and 2
+    threads (session 47): n = 64 650-674 vs 304-404 us, n = 96 748-771 vs 614-692, n = 128 1181-1242 vs
+    1130-1487; 16 x n=64 3.4-4.6 vs 2.1-3.3 ms; 4 x n=128 4.4 vs 6.6 ms, 4 x n=256 18 vs 47 ms, 2 x n=512 54 vs
+    182 ms (session 45). Float64: n = 64 0.62-0.64 vs 1.3-2.2 ms, 16 x n=64 6.5-7.9 vs 12.8-21.7 ms, 4 x n=96
+    3.1-3.5 vs 6.3-11.7 ms, 4 x n=256 33 vs 216 ms. Until session 47 one matrix went from n = 64 and batches from
+    n = 128 whatever the dtype: float32 n = 64-127 took the slower route, and the less accurate one (cond 1e5:
+    eigh 1.3e-3 to 4.5e-3 off, the iteration 1.2e-4 to 2.5e-4), and float64 batches of n = 64-127 the slower one.
+    Not when A
     needs a gradient: eigh's own backward fails on equal eigenvalues, where the op's does not. Not where
     "auto" acts as "never" (_no_sync_wanted): the route reads A's finiteness on the host. That is asked before n is
     compared: under torch.compile and torch.export the comparison guarded a symbolic n (a graph more past n = 64,
     and export refused a dynamic n beyond 63)."""
     return (isinstance(A, torch.Tensor) and A.device.type == "cpu" and A.dim() >= 2 and not _no_sync_wanted(A)
-            and A.shape[-1] >= (64 if A.dim() == 2 else 128) and not (A.requires_grad and torch.is_grad_enabled()))
+            and A.shape[-1] >= (64 if A.dtype == torch.float64 else 128)
+            and not (A.requires_grad and torch.is_grad_enabled()))
 
 
 def _check_finite(A: torch.Tensor) -> None:
@@ -98,9 +102,9 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       ones that did not converge with eigh; it raises ValueError if A holds NaN or Inf. Under
       torch.compile, torch.jit.trace or CUDA graph capture "auto" acts as "never". "never": no check, no sync
       (non-finite input gives NaN). "always": eigh only (the slow route on the GPU).
-      On the CPU, "auto" takes one (n, n) matrix with n >= 64, or a batch of them with n >= 128, that needs
-      no gradient straight to eigh, which is faster there (2-6x at n = 256); float32 matrices of n >= 384 in
-      float64 (float32 eigh's roots were up to 1e-2 off at cond 1e5).
+      On the CPU, "auto" takes float64 matrices of n >= 64 and float32 ones of n >= 128 (one or a batch) that
+      need no gradient straight to eigh, which is faster there (2-6x at n = 256); float32 matrices of n >= 384
+      in float64 (float32 eigh's roots were up to 1e-2 off at cond 1e5).
     Diagonal matrices (n = 1, A = I) are computed exactly, elementwise.
     Negative eigenvalues (A not quite PSD after rounding): the eigh routes and reference.py clamp them at 0;
       the Newton iteration roots A + eps I as it is, so an eigenvalue in (-eps, 0) gives a larger root there,
