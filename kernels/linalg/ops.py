@@ -103,8 +103,8 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       torch.compile, torch.jit.trace or CUDA graph capture "auto" acts as "never". "never": no check, no sync
       (non-finite input gives NaN). "always": eigh only (the slow route on the GPU).
       On the CPU, "auto" takes float64 matrices of n >= 64 and float32 ones of n >= 128 (one or a batch) that
-      need no gradient straight to eigh, which is faster there (2-6x at n = 256); float32 matrices of n >= 384
-      in float64 (float32 eigh's roots were up to 1e-2 off at cond 1e5).
+      need no gradient straight to eigh, which is faster there (2-6x at n = 256), float32 ones in float64
+      (float32 eigh's roots were up to 1e-2 off at cond 1e5, less accurate than the iteration).
     Diagonal matrices (n = 1, A = I) are computed exactly, elementwise.
     Negative eigenvalues (A not quite PSD after rounding): the eigh routes and reference.py clamp them at 0;
       the Newton iteration roots A + eps I as it is, so an eigenvalue in (-eps, 0) gives a larger root there,
@@ -121,10 +121,10 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
     in_float64 = False
     if fallback == "auto" and _eigh_is_faster(A):
         fallback = "always"
-        # Float32 eigh's roots at cond 1e5 were 3e-3 to 9e-3 off (n = 384, 512; the iteration's 1e-3 to 5e-3);
-        # in float64 2e-8 off, ~2x float32 eigh's time but still ahead of the iteration from n = 384 (n = 384:
-        # 18 against 23 ms on 2 cores, 26 against 46 on one; n = 256: even; session 47)
-        in_float64 = A.dtype == torch.float32 and A.shape[-1] >= 384
+        # Float32 eigh's roots at cond 1e5 were 2e-3 to 9e-3 off (n = 128 to 512; the iteration's 4e-4 to 5e-3); in
+        # float64 2e-8 off, as fast as the iteration from n = 192 (one thread: n = 192 6.2 against 6.4 ms, n = 256
+        # 12.3 against 13.8, n = 384 26 against 46; n = 128 2.3 against 1.7; float32 eigh 1.6-2x faster; session 47)
+        in_float64 = A.dtype == torch.float32
     if fallback == "always":  # the argument checks and the finiteness check of the other routes (session 40)
         if not torch.compiler.is_compiling():  # a None A raised AttributeError ("'NoneType' object has no ...")
             _check_arguments(A, p, eps, max_cond)
