@@ -42,18 +42,17 @@ struct LaneDraws {
   LaneDraws(const ChainStream& s, bool accept)
       : stream(s), z(s.batch_steps() * s.D * kLanes), u(accept ? s.batch_steps() * kLanes : 0) {}
   void draw(int64_t r0, int64_t s0, int64_t steps) {
-    const jk::PhiloxSeed seed = stream.seed;
+    const uint64_t seed = stream.seed.seed;
     uint32_t words[4 * kLanes];
     float normals[4 * kLanes];
-    const int64_t first_call = s0 * stream.D / 4;
-    for (int64_t c = 0; c < (steps * stream.D + 3) / 4; ++c) {
-      jk::philox_lanes_cpu<kLanes>(seed.seed, seed.offset / 4 + first_call + c, r0, words);
+    for (int64_t c = 0; c < stream.normal_calls(steps); ++c) {
+      jk::philox_lanes_cpu<kLanes>(seed, stream.first_normal_call(s0) + c, r0, words);
       jk::normal4_of_lane_words_cpu<kLanes>(words, normals);
       std::copy(normals, normals + 4 * kLanes, z.begin() + 4 * c * kLanes);  // (float to T)
     }
     if (u.empty()) return;
-    for (int64_t c = 0; c < (steps + 3) / 4; ++c) {
-      jk::philox_lanes_cpu<kLanes>(seed.seed, seed.offset / 4 + s0 / 4 + c, ChainStream::kAcceptSubsequences + r0,
+    for (int64_t c = 0; c < ChainStream::accept_calls(steps); ++c) {
+      jk::philox_lanes_cpu<kLanes>(seed, stream.first_accept_call(s0) + c, ChainStream::kAcceptSubsequences + r0,
                                    words);
       for (int64_t k = 0; k < 4 * kLanes; ++k) u[4 * c * kLanes + k] = T(jk::uniform_open0(words[k]));
     }
@@ -85,7 +84,6 @@ void langevin_lanes_cpu(const Rows& rows, const T* x0, T* xo, T* traj, int64_t B
     }
   });
 }
-
 
 // HMC: momentum p ~ N(0, I), n_leapfrog leapfrog steps of size ε, Metropolis accept on H = E(x) + ½|p|²,
 // kRowLanes rows at a time.
@@ -137,7 +135,6 @@ void hmc_lanes_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int6
     }
   });
 }
-
 
 void langevin_chain_lanes_cpu(const at::Tensor& x, const at::Tensor& out, const at::Tensor& traj, const ModelSpec& spec,
                               const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,

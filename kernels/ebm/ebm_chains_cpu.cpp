@@ -46,7 +46,6 @@ void langevin_rows_cpu(const Rows& rows, const T* x0, T* xo, T* traj, int64_t B,
   });
 }
 
-
 // HMC: momentum p ~ N(0, I), n_leapfrog leapfrog steps of size ε, Metropolis accept on H = E(x) + ½|p|²,
 // a row at a time.
 template <typename T, typename Rows>
@@ -95,7 +94,6 @@ void hmc_rows_cpu(const Rows& rows, const T* x_in, T* xo, T* acc, T* traj, int64
     }
   });
 }
-
 
 void langevin_chain_cpu(const at::Tensor& x, const at::Tensor& out, const at::Tensor& traj, const ModelSpec& spec,
                         const at::Tensor& mean, const at::Tensor& precision, int64_t n_steps,

@@ -412,15 +412,20 @@ struct ChainStream {
     const int64_t steps = std::max<int64_t>(4, 4 * jk::kPhiloxBatchCpu / D / 4 * 4);
     return std::min(steps, (n_steps + 3) / 4 * 4);
   }
-  // The normals of row r's steps [s0, s0 + steps), s0 a multiple of 4: steps·D of them, into z (room for
-  // batch_steps()·D floats: whole calls).
-  void normals(int64_t r, int64_t s0, int64_t steps, float* z) const {
-    jk::normal4_batch_cpu(seed.seed, seed.offset / 4 + s0 * D / 4, (steps * D + 3) / 4, z, r);
-  }
+  // Where steps [s0, s0 + steps) draw (s0 a multiple of 4): their normals' first Philox call and the number of
+  // calls (whole calls: room for batch_steps()·D normals), and the same for their accept uniforms.
+  uint64_t first_normal_call(int64_t s0) const { return seed.offset / 4 + s0 * D / 4; }
+  int64_t normal_calls(int64_t steps) const { return (steps * D + 3) / 4; }
+  uint64_t first_accept_call(int64_t s0) const { return seed.offset / 4 + s0 / 4; }
+  static int64_t accept_calls(int64_t steps) { return (steps + 3) / 4; }
   static constexpr uint64_t kAcceptSubsequences = uint64_t(1) << 63;  // row r's accept uniforms: r + this
-  // The accept words of row r's steps [s0, s0 + steps) into u (room for batch_steps() words).
+
+  // The normals of row r's steps [s0, s0 + steps) into z, and their accept words into u.
+  void normals(int64_t r, int64_t s0, int64_t steps, float* z) const {
+    jk::normal4_batch_cpu(seed.seed, first_normal_call(s0), normal_calls(steps), z, r);
+  }
   void accept_words(int64_t r, int64_t s0, int64_t steps, uint32_t* u) const {
-    jk::philox_words_cpu(seed.seed, seed.offset / 4 + s0 / 4, (steps + 3) / 4, u, kAcceptSubsequences + r);
+    jk::philox_words_cpu(seed.seed, first_accept_call(s0), accept_calls(steps), u, kAcceptSubsequences + r);
   }
 };
 
