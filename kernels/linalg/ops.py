@@ -53,6 +53,8 @@ def _eigh_is_faster(A) -> bool:
     3.1-3.5 vs 6.3-11.7 ms, 4 x n=256 33 vs 216 ms. Until session 47 one matrix went from n = 64 and batches from
     n = 128 whatever the dtype: float32 n = 64-127 took the slower route, and the less accurate one (cond 1e5:
     eigh 1.3e-3 to 4.5e-3 off, the iteration 1.2e-4 to 2.5e-4), and float64 batches of n = 64-127 the slower one.
+    (These float32 times are float32 eigh's; the route now runs float32 in float64, for accuracy, which costs
+    up to 1.35x the iteration's time at n = 128-191 and about its time from n = 192: matrix_inverse_root.)
     Not when A
     needs a gradient: eigh's own backward fails on equal eigenvalues, where the op's does not. Not where
     "auto" acts as "never" (_no_sync_wanted): the route reads A's finiteness on the host. That is asked before n is
