@@ -100,4 +100,19 @@ def cases(device: str, small: bool = False) -> list[Case]:
                     "float32", lambda x: ebm.langevin_chain(x, "double_well", n_steps, eta),
                     lambda x: ref.langevin_chain(x, ref.double_well_score, n_steps, eta), (x0,),
                     bytes=2 * B * D * size, compile=False, random=True))
+    if gpu:  # the 2-D toy EBMs' widths: one Philox call serves 4 / D steps of a row (session 48)
+        B = 65536
+        for D in (1, 2):
+            x0 = torch.randn(B, D, device=device)
+            out.append(Case(FAMILY, "langevin_chain double_well (vs eager analytic loop)",
+                            f"B={B} D={D} steps={n_steps}", "float32",
+                            lambda x: ebm.langevin_chain(x, "double_well", n_steps, eta),
+                            lambda x: ref.langevin_chain(x, ref.double_well_score, n_steps, eta), (x0,),
+                            bytes=2 * B * D * size, compile=False, random=True))
+            out.append(Case(FAMILY, "hmc_chain double_well (vs eager loop)",
+                            f"B={B} D={D} steps={n_steps} L={n_leapfrog}", "float32",
+                            lambda x: ebm.hmc_chain(x, "double_well", n_steps, 0.1, n_leapfrog),
+                            lambda x: ref.hmc_chain(x, ref.double_well_energy, ref.double_well_score, n_steps, 0.1,
+                                                    n_leapfrog),
+                            (x0,), bytes=2 * B * D * size, compile=False, random=True))
     return out

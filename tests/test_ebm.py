@@ -1283,3 +1283,147 @@ def test_ackley_float32_exponent_past_88_is_not_clamped():
     x = x[:2] + 0.25  # e^(88.95) itself overflows float, as std::exp's on CUDA
     torch.testing.assert_close(ebm.ackley_score(x, a=1.0, b=-1.0),
                                ref.SCORES["ackley"](x.double(), 1.0, -1.0, 2 * math.pi).float(), rtol=1e-5, atol=0)
+
+
+# ---------------------------------------------------------------- CUDA chains at D = 1, 2: the flat stream (session 48)
+# At D = 1 and 2 a CUDA chain's row reads its normals as one flat stream, normal k = s·D + i lane k % 4 of Philox
+# call k / 4, one call serving 4 / D steps (ChainDraws, ebm_rows.cuh); HMC's accept uniforms are another
+# subsequence. With no force (harmonic, k = 0) a step only adds noise: a Langevin step sqrt(2 eta) z = 0.5 z, an
+# HMC step of one leapfrog step eps p = 0.5 p (always accepted: the energy does not change), so in float64 the
+# trajectory's increments are the normals themselves (to ~1e-15).
+
+def _cuda_noise_chain(sampler, x, n_steps, seed, **kw):
+    """A chain with no force on the GPU: returns its result tuple ((out, traj) or (out, accept, traj) with thin)."""
+    g = torch.Generator("cuda").manual_seed(seed)
+    if sampler == "langevin":
+        result = ebm.langevin_chain(x, "harmonic", n_steps, 0.125, generator=g, k=0.0, **kw)
+        return result if isinstance(result, tuple) else (result,)
+    out = ebm.hmc_chain(x, "harmonic", n_steps, 0.5, 1, generator=g, k=0.0, **kw)
+    assert out[1].mean().item() > 0.999  # every proposal accepted (but where a uniform is exactly 1)
+    return out
+
+
+def _chain_normals(x, traj):
+    """The normals of a no-force chain, (n_steps, B, D), from x and its trajectory (thin = 1)."""
+    return (torch.diff(torch.cat([x[None], traj]), dim=0) / 0.5).cpu()
+
+
+def _assert_fresh_every_step(z):
+    """No row repeats an element's normal from one step to the next (independent normals are that close, 1e-9,
+    with probability ~1e-8 a pair, float32's grid included): the kill of a cursor that reads one call twice."""
+    repeats = ((z[1:] - z[:-1]).abs() < 1e-9).sum().item()
+    assert repeats <= 2, f"{repeats} of {z[1:].numel()} consecutive steps drew the same normal"
+
+
+def _corr(a, b):
+    a, b = a.flatten().double(), b.flatten().double()
+    return ((a * b).mean() / (a.std() * b.std())).item()
+
+
+@needs_cuda
+@pytest.mark.parametrize("sampler", ["langevin", "hmc"])
+@pytest.mark.parametrize("D", [1, 2])
+def test_cuda_flat_chain_normals_are_fresh_standard_and_uncorrelated(sampler, D):
+    """Every step's increment is a new N(0, 1) normal (variance 2 eta for Langevin): mean 0, variance 1, no
+    correlation at steps 1-4 apart (steps sharing one Philox call, and neighbouring calls), nor in a row's flat
+    stream 1-4 normals apart (a cursor shifted by the wrong count reads a lane twice), nor between the elements
+    of a step, nor between neighbouring rows; and no normal repeated from one step to the next."""
+    B, n_steps = 16384, 16
+    x = torch.zeros(B, D, dtype=torch.float64, device="cuda")
+    z = _chain_normals(x, _cuda_noise_chain(sampler, x, n_steps, 11, thin=1)[-1])
+    n = z.numel()
+    assert z.shape == (n_steps, B, D)
+    assert abs(z.mean().item()) < 5 / math.sqrt(n) and abs(z.var().item() - 1) < 5 * math.sqrt(2 / n)
+    bound = 5 / math.sqrt(n / 2)  # ~5 standard errors of a correlation over about n / 2 pairs
+    for lag in (1, 2, 3, 4):
+        assert abs(_corr(z[lag:], z[:-lag])) < bound, ("steps", lag)
+        flat = z.permute(1, 0, 2).reshape(B, n_steps * D)  # a row's normals in stream order
+        assert abs(_corr(flat[:, lag:], flat[:, :-lag])) < bound, ("stream", lag)
+    assert abs(_corr(z[:, 1:], z[:, :-1])) < bound  # row after row
+    if D == 2:
+        assert abs(_corr(z[..., 1], z[..., 0])) < bound  # element after element
+    _assert_fresh_every_step(z)
+
+
+@needs_cuda
+@pytest.mark.parametrize("sampler", ["langevin", "hmc"])
+@pytest.mark.parametrize("D", [1, 2])
+def test_cuda_flat_chain_of_n_steps_is_the_start_of_a_longer_one(sampler, D):
+    """A chain of n steps is bit for bit the first n steps of a chain of n + 5 on the same seed, n on and off the
+    Philox calls' boundaries (a call serves 4 / D steps), its trajectory too; and the longer chain's steps
+    each drew new normals."""
+    x = torch.randn(1000, D, dtype=torch.float64, device="cuda")
+    for n in (1, 2, 3, 5, 6):
+        longer = _cuda_noise_chain(sampler, x, n + 5, 12, thin=1)[-1]
+        short, short_traj = (lambda r: (r[0], r[-1]))(_cuda_noise_chain(sampler, x, n, 12, thin=1))
+        assert torch.equal(short, longer[n - 1]) and torch.equal(short_traj, longer[:n]), n
+        _assert_fresh_every_step(_chain_normals(x, longer))
+
+
+@needs_cuda
+@pytest.mark.parametrize("sampler", ["langevin", "hmc"])
+@pytest.mark.parametrize("D", [1, 2])
+def test_cuda_flat_chain_rows_are_independent_streams(sampler, D):
+    """Row r draws from subsequence r whatever the batch: the first 150 rows of 300 (a block takes 128) equal a
+    batch of those 150 alone; and neighbouring rows' normals are neither equal nor correlated, each row's fresh."""
+    x = torch.zeros(300, D, dtype=torch.float64, device="cuda")
+    whole = _cuda_noise_chain(sampler, x, 12, 13, thin=1)
+    part = _cuda_noise_chain(sampler, x[:150], 12, 13, thin=1)
+    assert torch.equal(part[0], whole[0][:150]) and torch.equal(part[-1], whole[-1][:, :150])
+    z = _chain_normals(x, whole[-1])
+    assert ((z[:, 1:] - z[:, :-1]).abs() < 1e-9).sum().item() <= 2  # no row copies its neighbour's normals
+    assert abs(_corr(z[:, 1:], z[:, :-1])) < 5 / math.sqrt(z.numel() / 2)
+    _assert_fresh_every_step(z)
+
+
+@needs_cuda
+@pytest.mark.parametrize("D", [1, 2])
+def test_cuda_flat_chains_keep_their_exact_stationary_variance(D):
+    """On a harmonic well ½k x² started at its stationary law, ULA keeps exactly variance 1 / (k (1 - k eta / 2))
+    and HMC exactly 1 / k (its accept test draws uniforms apart from the momenta): float32, the flat stream's
+    kernels. Checked at 5 standard errors; the two variances are > 20 apart, and so is HMC without its
+    Metropolis test (the leapfrog's own invariant law, 1 / (k (1 - k eps² / 4)) = 1.68 / k here; at k eps² = 1 and
+    3 leapfrog steps it would be exact, a half turn)."""
+    B, k, eta, eps = 100000, 2.0, 0.4, 0.9
+    g = torch.Generator("cuda").manual_seed(14)
+    for name, v in (("langevin", 1 / (k * (1 - k * eta / 2))), ("hmc", 1 / k)):
+        x0 = math.sqrt(v) * torch.randn(B, D, device="cuda", generator=g)
+        if name == "langevin":
+            out = ebm.langevin_chain(x0, "harmonic", 20, eta, generator=g, k=k)
+        else:
+            out, accept = ebm.hmc_chain(x0, "harmonic", 20, eps, 3, generator=g, k=k)
+            assert 0.5 < accept.mean().item() < 0.99
+        out = out.double().cpu()
+        se = v * math.sqrt(2 / out.numel())
+        assert abs((out ** 2).mean().item() - v) < 5 * se, name
+        assert abs(out.mean().item()) < 5 * math.sqrt(v / out.numel()), name
+        if D == 2:
+            assert abs(_corr(out[:, 0], out[:, 1])) < 5 / math.sqrt(B), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("D", [1, 2])
+def test_chains_at_d1_and_d2_follow_every_model(device, dtype, D):
+    """The CUDA chains at D = 1 and 2 are kernels of their own since session 48 (D a compile-time constant; HMC's
+    leapfrog loops cut to the D elements for the local models): without noise Langevin is the reference's
+    gradient descent for every model, its trajectory too; HMC with short leapfrog steps accepts nearly every
+    proposal and moves every chain (a wrong or missing gradient, or a leapfrog that skips an element, fails)."""
+    for model in ["gaussian"] + LOCAL:
+        if model == "rosenbrock" and D == 1:
+            continue  # needs two elements
+        if model == "gaussian":
+            params = dict(mean=torch.randn(D, dtype=dtype, device=device), precision=spd(D, dtype, device))
+            score = lambda y: ref.gaussian_score(y, params["mean"].double(), params["precision"].double())  # noqa: E731
+        else:
+            params = PARAMS[model]
+            score = lambda y: ref.SCORES[model](y, **params)  # noqa: E731
+        x = 0.5 * torch.randn(300, D, dtype=torch.float64).to(device, dtype)
+        step = 0.002 if model in ("rosenbrock", "rastrigin") else 0.02
+        out, traj = ebm.langevin_chain(x, model, 10, step, 0.0, thin=5, **params)
+        expected = ref.langevin_chain(x.double(), score, 10, step, 0.0, thin=5)
+        tol = 1e-9 if dtype == torch.float64 else 1e-4
+        torch.testing.assert_close(out.double(), expected[0], rtol=tol, atol=tol, msg=lambda m: f"{model}: {m}")
+        torch.testing.assert_close(traj.double(), expected[1], rtol=tol, atol=tol, msg=lambda m: f"{model}: {m}")
+        out, accept = ebm.hmc_chain(x, model, 20, 0.02, 10, **params)
+        assert accept.mean().item() > 0.97 and out.isfinite().all(), model
+        assert ((out - x).abs() > 0).all(-1).double().mean().item() > 0.9, model

@@ -18,9 +18,10 @@
 //   Box-Muller) and 16-byte loads of x and grad: memory-bound.
 // - Chains: one launch for the whole chain; per step and element D FMAs (Gaussian; at D = 16 in
 //   float32 on the tensor cores instead, ebm_langevin.cu and ebm_hmc.cu) + 1/4 Philox call, no
-//   memory traffic between steps. Random numbers: subsequence = row,
+//   memory traffic between steps. Random numbers (ChainDraws, ebm_rows.cuh): subsequence = row,
 //   counter = offset/4 + step-local index, so every (row, step, element) has its own draw and
-//   the chain reserves exactly n_steps·ceil(D/4)·4 draws per row (HMC: + 4 per step).
+//   the chain reserves exactly n_steps·ceil(D/4)·4 draws per row (HMC: + 4 per step); at D = 1
+//   and 2 a row's normals are one flat stream instead, a Philox call serving 4/D steps (session 48).
 // - Files: the local models' kernels are in ebm_local.cu, the chain kernels in ebm_langevin.cu (float32;
 //   float64: ebm_langevin_f64.cu; both from ebm_langevin.cuh) and ebm_hmc.cu, the pieces they share (row
 //   vectors, lane groups, the whole-row machinery of the chains and of the Gaussian here) in ebm_rows.cuh.

@@ -76,7 +76,7 @@ void langevin_chain_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& x, const 
                          const jk::CudaTensor& precision, int64_t n_steps, const LangevinUpdate<double>& u,
                          int64_t thin) {
   const int64_t D = x.size(1);
-  const at::PhiloxCudaState philox = launch.philox(uint64_t(n_steps) * ((D + 3) / 4) * 4);
+  const at::PhiloxCudaState philox = launch.philox(chain_philox_draws(n_steps, D, false));
   if (launch_gaussian16_langevin(launch, x, out, traj, spec, mean, precision, n_steps, u, thin, philox)) return;
   jk::dispatch_float32_64(x.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);

@@ -10,19 +10,20 @@
 
 namespace ebm {
 
-template <typename T, int kD, typename M>
+// kFlat = D for D = 1 and 2 (a constant here: ChainDraws's flat stream, and loops cut to D), else 0.
+template <typename T, int kD, int kFlat, typename M>
 __global__ void __launch_bounds__(kTileRows<kD>) langevin_chain_kernel(const T* __restrict__ x_in, T* __restrict__ x_out,
-                                                                       T* __restrict__ traj, int64_t B, int D, M m,
+                                                                       T* __restrict__ traj, int64_t B, int width, M m,
                                                                        const T* __restrict__ mean,
                                                                        const T* __restrict__ prec, int64_t n_steps,
                                                                        LangevinUpdate<T> upd, int64_t thin,
                                                                        at::PhiloxCudaState state) {
   constexpr int R = kTileRows<kD>;
+  const int D = kFlat > 0 ? kFlat : width;
   __shared__ ChainShared<T, kD, M> sh;
   __shared__ Tile<T, kD, R> tile;
   const RowModel<T, kD, M> model = make_row_model<T, kD>(sh, m, mean, prec, D);
   const jk::PhiloxSeed seed = jk::unpack_philox(state);
-  const int64_t nq = (D + 3) / 4;
   // Block-uniform loop over tiles (the tile copies synchronize the block); rows past B run
   // on padding and are never stored.
   for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * R; r0 < B; r0 += static_cast<int64_t>(gridDim.x) * R) {
@@ -30,19 +31,11 @@ __global__ void __launch_bounds__(kTileRows<kD>) langevin_chain_kernel(const T* 
     const int64_t row = r0 + threadIdx.x;
     T x[kD], g[kD];
     tile.load(x, x_in, r0, rows, D);
+    ChainDraws<kD, kFlat> draws{seed.seed, seed.offset / 4, static_cast<uint64_t>(row), (D + 3) / 4};
     int64_t until_save = thin, saved = 0;
     for (int64_t step = 0; step < n_steps; ++step) {
       model.grad(x, g);
-      const uint64_t counter = seed.offset / 4 + step * nq;
-#pragma unroll
-      for (int q = 0; q < kD / 4; ++q) {
-        if (4 * q < D) {
-          const jk::Float4 z = jk::normal4(seed.seed, counter + q, row);
-#pragma unroll
-          for (int k = 0; k < 4; ++k)
-            if (4 * q + k < D) x[4 * q + k] = upd(x[4 * q + k], g[4 * q + k], static_cast<T>(lane(z, k)));
-        }
-      }
+      draws.normals(step, D, [&](int i, float z) { x[i] = upd(x[i], g[i], static_cast<T>(z)); });
       if (thin > 0 && --until_save == 0) {
         tile.store(x, traj + saved++ * B * D, r0, rows, D);
         until_save = thin;
@@ -62,10 +55,10 @@ void launch_langevin_chain(jk::CudaLaunch& launch, const jk::CudaTensor& x, cons
   constexpr int kMax = std::is_same<T, double>::value ? 32 : 64;  // cuda_langevin_max_d
   const LangevinUpdate<T> upd{T(u.a), T(u.tau), T(u.lo), T(u.hi), u.clamp};
   with_chain_model<T>(spec, [&](auto m) {
-    with_tier<kMax>(D, [&](auto tier) {
+    with_chain_tier<kMax>(D, [&](auto tier, auto flat) {
       constexpr int kD = decltype(tier)::value;
       const int64_t blocks = grid_size(launch, B, kTileRows<kD>, kChainBlocksPerSm);
-      langevin_chain_kernel<T, kD><<<blocks, kTileRows<kD>, 0, launch.stream>>>(
+      langevin_chain_kernel<T, kD, decltype(flat)::value><<<blocks, kTileRows<kD>, 0, launch.stream>>>(
           x.const_data_ptr<T>(), out.mutable_data_ptr<T>(), traj.mutable_data_ptr<T>(), B, int(D), m,
           mean.const_data_ptr<T>(), precision.const_data_ptr<T>(), n_steps, upd, thin, philox);
       JK_CUDA_LAUNCH_CHECK(launch);

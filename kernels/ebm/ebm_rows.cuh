@@ -304,4 +304,74 @@ void with_chain_model(const ModelSpec& spec, F&& f) {
   }
 }
 
+// Calls f(tier, flat) for a chain's rows of width D: tier the width tier (with_tier), flat the
+// std::integral_constant<int, D> of D = 1 and 2 (in the tier of 8: their normals are a flat stream, ChainDraws,
+// and the kernel knows D at compile time), of 0 otherwise.
+template <int kMax, typename F>
+void with_chain_tier(int64_t D, F&& f) {
+  using Tier8 = std::integral_constant<int, 8>;
+  if (D == 1) return f(Tier8{}, std::integral_constant<int, 1>{});
+  if (D == 2) return f(Tier8{}, std::integral_constant<int, 2>{});
+  with_tier<kMax>(D, [&](auto tier) { f(tier, std::integral_constant<int, 0>{}); });
+}
+
+// ---------------------------------------------------------------- chains: a row's random numbers
+
+// Where a row of the one-launch chains draws (langevin_chain_kernel, hmc_chain_kernel): Philox calls from
+// `first` (the launch's offset / 4) in subsequence `row`. kFlat = D for D = 1 and 2, else 0.
+// - D = 1, 2 (since session 48): the row's normals are one flat stream in step order, normal k = s·D + i
+//   (step s, element i) is lane k % 4 of call first + k / 4, so one call serves 4 / D steps. HMC's accept
+//   uniform of step s: word x of call first + s in subsequence row + 2^63, apart from the normals.
+// - D >= 3: step s takes calls first + s·stride + q, one for each group q of 4 elements (the lanes past D
+//   are thrown away); stride = ceil(D / 4), and HMC's + 1: its accept uniform, word x of the step's last call.
+// Either way a step's draws depend on its index alone, so n steps are the first n of a longer chain on the
+// same seed. chain_philox_draws reserves them. kD: the kernel's width tier.
+template <int kD, int kFlat>
+struct ChainDraws {
+  static_assert(kFlat >= 0 && kFlat <= 2, "the flat stream is for D = 1 and 2");
+  static constexpr uint64_t kAcceptSubsequences = uint64_t(1) << 63;  // row r's accept uniforms (flat): r + this
+  uint64_t seed, first, row;
+  int64_t stride;  // D >= 3: calls a step
+  jk::Float4 z{};  // flat: the normals of the current call no step has read yet, from .x on
+
+  // Calls f(i, z) with the normal z of each element i < D of step s. Steps in turn from 0: the flat stream
+  // reads on in z, shifted down as it is read so that every lane index is a constant (an array indexed at run
+  // time would go to local memory), and makes the next call when step s crosses into it.
+  template <typename F>
+  __device__ __forceinline__ void normals(int64_t s, int D, F&& f) {
+    if constexpr (kFlat > 0) {
+      if (s * kFlat % 4 == 0) z = jk::normal4(seed, first + s * kFlat / 4, row);
+      f(0, z.x);
+      if (kFlat == 2) f(1, z.y);
+      z = kFlat == 1 ? jk::Float4{z.y, z.z, z.w, 0.f} : jk::Float4{z.z, z.w, 0.f, 0.f};
+    } else {
+      const uint64_t call = first + s * stride;
+#pragma unroll
+      for (int q = 0; q < kD / 4; ++q) {
+        if (4 * q < D) {
+          const jk::Float4 g = jk::normal4(seed, call + q, row);
+#pragma unroll
+          for (int k = 0; k < 4; ++k)
+            if (4 * q + k < D) f(4 * q + k, lane(g, k));
+        }
+      }
+    }
+  }
+
+  // HMC's uniform in (0, 1] for step s's accept test.
+  __device__ __forceinline__ float accept_uniform(int64_t s) const {
+    const jk::Uint4 w = kFlat > 0 ? jk::philox4x32_10(seed, first + s, row + kAcceptSubsequences)
+                                  : jk::philox4x32_10(seed, first + s * stride + stride - 1, row);
+    return jk::uniform_open0(w.x);
+  }
+};
+
+// The draws (4 a Philox call) a chain launch reserves from the generator: every call ChainDraws makes for
+// n_steps steps of rows of width D (hmc: with the accept uniforms, which at D = 1, 2 outnumber the normals' calls).
+inline uint64_t chain_philox_draws(int64_t n_steps, int64_t D, bool hmc) {
+  const uint64_t n = static_cast<uint64_t>(n_steps);
+  if (D == 1 || D == 2) return 4 * (hmc ? n : (n * D + 3) / 4);
+  return 4 * n * ((D + 3) / 4 + (hmc ? 1 : 0));
+}
+
 }  // namespace ebm
