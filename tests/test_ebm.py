@@ -1427,3 +1427,18 @@ def test_chains_at_d1_and_d2_follow_every_model(device, dtype, D):
         out, accept = ebm.hmc_chain(x, model, 20, 0.02, 10, **params)
         assert accept.mean().item() > 0.97 and out.isfinite().all(), model
         assert ((out - x).abs() > 0).all(-1).double().mean().item() > 0.9, model
+
+
+def test_ackley_float32_finite_products_of_an_overflowing_exp(device):
+    """With b < 0, e^(-b·r) overflows float32 past -b·r = 88.72 while Ackley's energy −a·e^(-b·r) (|a| < 1) and
+    score terms a·b·e^(-b·r)·xᵢ/(r·D) are still finite a little further: the float kernels took e^(-b·r) alone
+    first and gave ±inf there (CPU and CUDA alike). Float64's reference is the oracle."""
+    g = torch.Generator().manual_seed(11)
+    r = torch.linspace(88.8, 89.7, 6, dtype=torch.float64)  # -b·r for b = -1
+    x = (r[:, None] * (1 + 0.01 * torch.randn(6, 16, dtype=torch.float64, generator=g))).float()
+    for name, kw in (("energy", dict(a=0.25, b=-1.0)), ("score", dict(a=2.0, b=-1.0))):
+        want = getattr(ref, f"ackley_{name}")(x.double(), **kw)
+        assert want.float().isfinite().all() and want.abs().max() > 3.5e38 / 16  # finite in float32, past e^88.72 / D
+        got = getattr(ebm, f"ackley_{name}")(x.to(device), **kw).cpu()
+        assert got.isfinite().all(), f"ackley_{name} on {device}: {got}"
+        torch.testing.assert_close(got.double(), want, rtol=2e-5, atol=0, msg=lambda m: f"ackley_{name}: {m}")

@@ -89,6 +89,18 @@ C10_HOST_DEVICE inline A exp_rows(A x) {
   return exp(x);
 }
 
+// f·e^t, finite wherever the product is: e^t alone overflows past t = 88.72 in float (709.78 in double), where
+// f·e^t with |f| < 1 is still finite (Ackley with b < 0). Past t = 88 (709) it is (f·e^(t/2))·e^(t/2): neither
+// factor overflows where the product does not, and e^(t/2) >= 1 adds no underflow. One exp and selects, not a
+// branch to a second exp (that measured ~1.8x Ackley's CPU energy; this ~1.05x: 575 -> 605 us, score 1095 -> 1130,
+// B = 65536, D = 16, float32, one thread). Where t <= 88 the result is f·e^t's bits, as before.
+template <typename A>
+C10_HOST_DEVICE inline A times_exp(A f, A t) {
+  const bool split = t > A(std::is_same<A, float>::value ? 88 : 709);
+  const A h = exp_rows(split ? A(0.5) * t : t);
+  return f * h * (split ? h : A(1));
+}
+
 // ½k·Σxᵢ²
 template <typename A>
 struct Harmonic {
@@ -171,13 +183,13 @@ struct Ackley {
   C10_HOST_DEVICE A finish(A, A s0, A s1, int64_t D) const {
     using std::sqrt;
     const A n = static_cast<A>(D);
-    return -a * exp_rows(-b * sqrt(s0 / n)) - exp_rows(s1 / n) + a + A(kE);
+    return -times_exp(a, -b * sqrt(s0 / n)) - exp_rows(s1 / n) + a + A(kE);
   }
   C10_HOST_DEVICE RowConst<A> prepare(A s0, A s1, int64_t D) const {
     using std::sqrt;
     const A n = static_cast<A>(D);
     const A r = sqrt(s0 / n);
-    return {r > A(0) ? a * b * exp_rows(-b * r) / (n * r) : A(0), exp_rows(s1 / n) * c / n};
+    return {r > A(0) ? times_exp(a * b / (n * r), -b * r) : A(0), exp_rows(s1 / n) * c / n};
   }
   C10_HOST_DEVICE A grad(A, A x, A, bool, bool, RowConst<A> rc) const { return rc.c0 * x + rc.c1 * sin_pi(c_pi * x); }
 };
