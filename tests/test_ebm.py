@@ -1442,3 +1442,20 @@ def test_ackley_float32_finite_products_of_an_overflowing_exp(device):
         got = getattr(ebm, f"ackley_{name}")(x.to(device), **kw).cpu()
         assert got.isfinite().all(), f"ackley_{name} on {device}: {got}"
         torch.testing.assert_close(got.double(), want, rtol=2e-5, atol=0, msg=lambda m: f"ackley_{name}: {m}")
+
+
+def test_ackley_float32_exp_below_minus_87_is_not_clamped(device):
+    """Ackley's score factor a·b·e^(-b·r)/(r·D) was taken with e^(-b·r) alone, which leaves float's normal range
+    below -87.3: on the CPU jk::exp_float clamped its argument at -87 (e^-87 = 1.6e-38 for every smaller one), and a
+    subnormal e^t (CUDA's) keeps few digits, where the factor itself is a normal float for a large a·b. With c = 0
+    the score is that term alone: up to 3000x off at b·r = 95 (float64's reference is the oracle)."""
+    r = torch.linspace(86.0, 95.0, 10, dtype=torch.float64)
+    x = (r[:, None] * torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=torch.float64)).float()  # rms = r, D = 4
+    want = ref.ackley_score(x.double(), a=1e6, b=1.0, c=0.0)
+    assert want.abs().min() > 1.2e-38  # normal floats
+    got = ebm.ackley_score(x.to(device), a=1e6, b=1.0, c=0.0).cpu()
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=0)
+    # Where even e^(b·r / 2) is past float's range the result is 0 (float64's 1.4e-49), not e^-87·e^-87·a·b/D.
+    far = torch.full((1, 1), 200.0, device=device)
+    assert ref.ackley_score(far.double().cpu(), a=1e38, b=1.0, c=0.0).float().item() == 0.0
+    assert ebm.ackley_score(far, a=1e38, b=1.0, c=0.0).item() == 0.0

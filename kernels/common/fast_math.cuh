@@ -37,15 +37,17 @@ C10_HOST_DEVICE inline void sincos_quarter(float x, float* s, float* c) {
   *c = mul_add(z, q, 1.0f);
 }
 
-// e^x within about 2 ulp of float for x in [-87, 88.72] (float's largest: above it the result overflows to
-// inf, as expf's; below -87 it is clamped, e^-87; NaN stays NaN): x = n ln2 + r, |r| <= ln2/2 (n = rint(x /
-// ln2), ln2 in two parts so r is exact), Cephes' expf polynomial for e^r, and 2^n put into the exponent bits
-// as 2^(n/2)·2^(n - n/2): n reaches 128 there, one past float's largest exponent (a clamp at 88 had kept n <=
-// 127 and gave e^88 = 1.65e38 for every x in (88, 88.72], up to 2x off: Ackley with b < 0, session 47).
+// e^x within about 2 ulp of float for x in [-87.3, 88.72] (float's normal range: above it the result overflows
+// to inf, as expf's; below it the result is float's subnormal, rounded once, as expf's, and 0 below -103.97;
+// NaN stays NaN): x = n ln2 + r, |r| <= ln2/2 (n = rint(x / ln2), ln2 in two parts so r is exact), Cephes'
+// expf polynomial for e^r, and 2^n put into the exponent bits as 2^(n/2)·2^(n - n/2), both normal for n in
+// [-150, 128]: 128 is one past float's largest exponent (a clamp at 88 had kept n <= 127 and gave e^88 =
+// 1.65e38 for every x in (88, 88.72], up to 2x off: Ackley with b < 0, session 47), and a clamp at -87 gave
+// e^-87 = 1.6e-38 for every smaller x (Ackley's score with c = 0, up to 1e4x off; session 48).
 // Branch-free, so the CPU loops that call it vectorize (std::exp is a scalar library call).
 C10_HOST_DEVICE inline float exp_float(float x) {
   x = x > 89.0f ? 89.0f : x;  // n <= 128: e^89 overflows to inf in the product below
-  x = x < -87.0f ? -87.0f : x;
+  x = x < -104.0f ? -104.0f : x;  // n >= -150: e^-104 rounds to 0 in the product below
   const float n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // rint for |x / ln2| < 2^22
   const float r = mul_add(n, 2.12194440e-4f, mul_add(n, -0.693359375f, x));
   float p = 1.9875691500e-4f;
@@ -55,7 +57,8 @@ C10_HOST_DEVICE inline float exp_float(float x) {
   p = mul_add(p, r, 1.6666665459e-1f);
   p = mul_add(p, r, 5.0000001201e-1f);
   const float e_r = mul_add(p, r * r, r + 1.0f);
-  const int32_t half = static_cast<int32_t>(n) >> 1;  // n in [-126, 128]: both factors normal, exact products
+  const int32_t half = static_cast<int32_t>(n) >> 1;  // n in [-150, 128]: both factors normal, the first
+                                                       // product exact, the second rounded once if subnormal
   const float scale_a = same_bits<float>(static_cast<uint32_t>(half + 127) << 23);
   const float scale_b = same_bits<float>(static_cast<uint32_t>(static_cast<int32_t>(n) - half + 127) << 23);
   return e_r * scale_a * scale_b;

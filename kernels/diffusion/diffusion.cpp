@@ -385,7 +385,7 @@ int64_t check_conv_args(const at::Tensor& x, const at::Tensor& weight, const std
 // normal range, n is 0, so the result is -0 and -inf gives NaN, as torch's; NaN stays NaN.
 inline float mish_cpu(float h) {
   const float e = jk::exp_float(h < 20.0f ? h : 20.0f);
-  return mish_given_exp(h, h > -87.0f ? e : 0.0f);  // exp_float is a polynomial: no underflow to 0 by itself
+  return mish_given_exp(h, h > -87.0f ? e : 0.0f);  // n = 0 below -87 (exp_float's subnormals there: not kept)
 }
 inline double mish_cpu(double h) { return mish(h); }
 

@@ -90,13 +90,16 @@ C10_HOST_DEVICE inline A exp_rows(A x) {
 }
 
 // f·e^t, finite wherever the product is: e^t alone overflows past t = 88.72 in float (709.78 in double), where
-// f·e^t with |f| < 1 is still finite (Ackley with b < 0). Past t = 88 (709) it is (f·e^(t/2))·e^(t/2): neither
-// factor overflows where the product does not, and e^(t/2) >= 1 adds no underflow. One exp and selects, not a
-// branch to a second exp (that measured ~1.8x Ackley's CPU energy; this ~1.05x: 575 -> 605 us, score 1095 -> 1130,
-// B = 65536, D = 16, float32, one thread). Where t <= 88 the result is f·e^t's bits, as before.
+// f·e^t with |f| < 1 is still finite (Ackley with b < 0), and below t = -87.3 (-708.4) it leaves the normal range,
+// where f·e^t with a large f is still normal (Ackley's score with a large a·b: e^t subnormal kept few digits, and
+// jk::exp_float clamped at -87 until session 48). Past |t| = 88 (708) it is (f·e^(t/2))·e^(t/2): neither factor
+// leaves the range where the product does not. One exp and selects, not a branch to a second exp (that measured
+// ~1.8x Ackley's CPU energy; this ~1.05x: 575 -> 605 us, score 1095 -> 1130, B = 65536, D = 16, float32, one
+// thread). Where |t| <= 88 the result is f·e^t's bits, as before.
 template <typename A>
 C10_HOST_DEVICE inline A times_exp(A f, A t) {
-  const bool split = t > A(std::is_same<A, float>::value ? 88 : 709);
+  const A limit = A(std::is_same<A, float>::value ? 88 : 708);
+  const bool split = t > limit || t < -limit;
   const A h = exp_rows(split ? A(0.5) * t : t);
   return f * h * (split ? h : A(1));
 }
