@@ -107,14 +107,15 @@ void rows_cpu(const at::Tensor& x, const at::Tensor& out, const Rows& rows, bool
   T* op = out.mutable_data_ptr<T>();
   // The lane-wise loops and the row-by-row one round differently (the former contract a product and a sum into
   // one FMA), so a row's bits depend on its path. Blocks of lanes that started where at::parallel_for cut the
-  // batch made them depend on the thread count; where a task holds a block's rows or more anyway (row_grain),
-  // the tasks now split the batch at whole blocks, and only its last B % kRowLanes rows go row by row. Wider
-  // rows (tasks of fewer rows) keep the row split: whole blocks there would leave threads idle on small batches.
+  // batch made them depend on the thread count; the tasks now split the batch at whole blocks, and only its last
+  // B % kRowLanes rows go row by row, whatever the thread count. Until session 48 rows wider than 2048 (tasks of
+  // fewer than kRowLanes rows) kept the row split, and their energies and scores moved by an ulp with
+  // torch.set_num_threads; whole blocks cost nothing measurable there (B = 4096, D = 4096, 1 and 2 threads), and
+  // a batch of fewer rows than the threads' blocks leaves threads idle.
   int64_t unit = 1;
-  if constexpr (HasLaneRows<Rows, A>::value) {
-    if (row_grain(D) >= Rows::kRowLanes) unit = Rows::kRowLanes;
-  }
-  at::parallel_for(0, (B + unit - 1) / unit, row_grain(D) / unit, [&](int64_t u0, int64_t u1) {
+  if constexpr (HasLaneRows<Rows, A>::value) unit = Rows::kRowLanes;
+  const int64_t grain = std::max<int64_t>(1, row_grain(D) / unit);
+  at::parallel_for(0, (B + unit - 1) / unit, grain, [&](int64_t u0, int64_t u1) {
     int64_t begin = u0 * unit;
     const int64_t end = std::min(B, u1 * unit);
     std::vector<A> row(D), g(D);
