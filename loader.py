@@ -858,6 +858,16 @@ def _reference_module_name(family: str, path: Path) -> str:
     return f"_jk_reference_{family}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
 
 
+def _with_filename(code: types.CodeType, filename: str) -> types.CodeType:
+    """code, and the code objects nested in it, naming filename: a build is shared by every checkout of the same
+    sources, and its cached ops.py code names the file of the checkout that built it (tracebacks, profilers
+    and debuggers then pointed at another checkout's lines)."""
+    if code.co_filename == filename:
+        return code
+    nested = tuple(_with_filename(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=nested)
+
+
 def _exec_module(module_name: str, path: Path, injected: dict, code_cache: Path | None = None) -> types.ModuleType:
     """Run the file at path as a module. Not through Python's import system: its __pycache__ trusts a
     source whose size and modification second match, so an edit of ops.py within the same second ran the
@@ -866,7 +876,7 @@ def _exec_module(module_name: str, path: Path, injected: dict, code_cache: Path 
     code = None
     if code_cache is not None:
         with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
-            code = marshal.loads(code_cache.read_bytes())
+            code = _with_filename(marshal.loads(code_cache.read_bytes()), str(path))
     if code is None:
         code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)  # not loader.py's __future__ flags
         if code_cache is not None:

@@ -174,3 +174,29 @@ def test_info_says_when_the_archs_are_only_for_a_forced_cuda_build(tmp_path, cud
     lines = dict(line.split(None, 1) for line in result.stdout.splitlines())
     assert result.returncode == 0 and lines["cuda_half"] == ("True" if cuda_half == "1" else "False")
     assert ("forced CUDA build" in lines["cuda_archs"]) == (cuda_half == "0"), lines["cuda_archs"]
+
+
+def test_a_cached_ops_module_names_the_checkout_it_was_loaded_from(tmp_path):
+    """Two checkouts of one family share a build (the key is the sources' bytes), and with it ops.py's code
+    cached by the first: in a later process every function of the second checkout's ops.py named the first's
+    file, so its tracebacks, profiles and debugger pointed at another checkout's lines (session 48's leak
+    review). (Within one process the two share one ops module by design: ops.py registers once per build.)"""
+    roots = []
+    for who in ("one", "two"):
+        root = make_scratch_root(tmp_path / who)
+        (root / "scratch" / "ops.py").write_text("def where():\n    return (lambda: 0).__code__.co_filename\n")
+        roots.append(root)
+    keys = set()
+    for root in roots:  # the first process builds and caches ops.py's code, the second loads both
+        check = f"""
+            import loader
+            f = loader.load("scratch", {str(root)!r})
+            print("key", f.key)
+            print("files", f.module.where.__code__.co_filename, f.module.where())
+        """
+        result = run_python(check, root, tmp_path / "cache")
+        assert result.returncode == 0, result.stderr
+        keys.add(result.stdout.split("key ")[1].split()[0])
+        ops_py = str(root / "scratch" / "ops.py")
+        assert f"files {ops_py} {ops_py}" in result.stdout
+    assert len(keys) == 1, "the two checkouts were to share one build"
