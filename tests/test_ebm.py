@@ -276,6 +276,16 @@ def test_property_energy_score_match_reference(device, dtype, model, B, D, step,
         assert_close_scaled(s, ref.SCORES[model](x64, **args64), dtype)
 
 
+def chain_model(model, D, dtype, device):
+    """A chain's model parameters (a random mean and SPD precision for the Gaussian) and the reference score
+    in float64."""
+    if model == "gaussian":
+        params = dict(mean=torch.randn(D, dtype=dtype, device=device), precision=spd(D, dtype, device))
+        return params, lambda y: ref.gaussian_score(y, params["mean"].double(), params["precision"].double())
+    params = PARAMS[model]
+    return params, lambda y: ref.SCORES[model](y, **params)
+
+
 @settings(max_examples=25, deadline=None)
 @given(device=st.sampled_from(DEVICES), dtype=st.sampled_from([torch.float32, torch.float64]),
        model=st.sampled_from(["gaussian"] + LOCAL), B=st.integers(0, 20), D=st.integers(2, 70),
@@ -283,12 +293,7 @@ def test_property_energy_score_match_reference(device, dtype, model, B, D, step,
 def test_property_chain_without_noise_matches_reference(device, dtype, model, B, D, n_steps, thin):
     x = (0.5 * torch.randn(D, B, dtype=torch.float64)).T.to(device, dtype)  # not contiguous
     step_size = 0.002 if model in ("rosenbrock", "rastrigin") else 0.02
-    if model == "gaussian":
-        params = dict(mean=torch.randn(D, dtype=dtype, device=device), precision=spd(D, dtype, device))
-        score = lambda y: ref.gaussian_score(y, params["mean"].double(), params["precision"].double())  # noqa: E731
-    else:
-        params = PARAMS[model]
-        score = lambda y: ref.SCORES[model](y, **params)  # noqa: E731
+    params, score = chain_model(model, D, dtype, device)
     result = ebm.langevin_chain(x, model, n_steps, step_size, 0.0, thin=thin, **params)
     out, traj = result if thin else (result, None)
     expected = ref.langevin_chain(x.double(), score, n_steps, step_size, 0.0, thin=thin)
@@ -1411,12 +1416,7 @@ def test_chains_at_d1_and_d2_follow_every_model(device, dtype, D):
     for model in ["gaussian"] + LOCAL:
         if model == "rosenbrock" and D == 1:
             continue  # needs two elements
-        if model == "gaussian":
-            params = dict(mean=torch.randn(D, dtype=dtype, device=device), precision=spd(D, dtype, device))
-            score = lambda y: ref.gaussian_score(y, params["mean"].double(), params["precision"].double())  # noqa: E731
-        else:
-            params = PARAMS[model]
-            score = lambda y: ref.SCORES[model](y, **params)  # noqa: E731
+        params, score = chain_model(model, D, dtype, device)
         x = 0.5 * torch.randn(300, D, dtype=torch.float64).to(device, dtype)
         step = 0.002 if model in ("rosenbrock", "rastrigin") else 0.02
         out, traj = ebm.langevin_chain(x, model, 10, step, 0.0, thin=5, **params)
