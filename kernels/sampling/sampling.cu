@@ -453,9 +453,27 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
 }
 
+// floor(p·mul / div) for p = first, first + step, first + 2·step, ... (next()), with the divisions made once:
+// a 64-bit integer division is a routine of tens of instructions, and the merge's 32 of them a thread (two
+// per range, two passes) made it 12 us of cem_update's 57 (session 48, call 6).
+struct FloorSteps {
+  int64_t q, rem, dq, drem, div;  // q = floor(p·mul / div), rem = p·mul mod div
+  __device__ FloorSteps(int64_t first, int64_t step, int64_t mul, int64_t div)
+      : q(first * mul / div), rem(first * mul % div), dq(step * mul / div), drem(step * mul % div), div(div) {}
+  __device__ void next() {
+    q += dq;
+    rem += drem;
+    if (rem >= div) {
+      rem -= div;
+      ++q;
+    }
+  }
+};
+
 // One lane per column, warp w takes ranges w, w + 32, ...; float64 throughout, fixed order
 // (deterministic): mean = sum n_p mean_p / E, M2 = sum M2_p + sum n_p (mean_p - mean)^2 (the
-// second pass rereads mean_p, from L1); blend.
+// second pass rereads mean_p, from L1); blend. Range p holds elite ranks [p E / P, (p + 1) E / P), as in
+// elite_stats_kernel.
 template <typename T, typename A>
 __global__ void __launch_bounds__(kMergeWarps * 32)
     elite_merge_kernel(const A* __restrict__ part_mean, const A* __restrict__ part_m2, int64_t d, int64_t n_elite,
@@ -468,11 +486,13 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + lane;
   const bool ok = col < d;
+  const FloorSteps first_starts(warp, kMergeWarps, n_elite, parts), first_ends(warp + 1, kMergeWarps, n_elite, parts);
   double acc = 0.0, m2 = 0.0;
   if (ok) {
+    FloorSteps start = first_starts, end = first_ends;
 #pragma unroll 8
-    for (int64_t p = warp; p < parts; p += kMergeWarps) {
-      const int64_t count = (p + 1) * n_elite / parts - p * n_elite / parts;
+    for (int64_t p = warp; p < parts; p += kMergeWarps, start.next(), end.next()) {
+      const int64_t count = end.q - start.q;
       acc += static_cast<double>(count) * static_cast<double>(part_mean[p * d + col]);
       m2 += static_cast<double>(part_m2[p * d + col]);
     }
@@ -489,9 +509,10 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   const double mean = s_mean[lane];
   acc = 0.0;
   if (ok) {
+    FloorSteps start = first_starts, end = first_ends;
 #pragma unroll 8
-    for (int64_t p = warp; p < parts; p += kMergeWarps) {
-      const int64_t count = (p + 1) * n_elite / parts - p * n_elite / parts;
+    for (int64_t p = warp; p < parts; p += kMergeWarps, start.next(), end.next()) {
+      const int64_t count = end.q - start.q;
       const double dm = static_cast<double>(part_mean[p * d + col]) - mean;
       acc += static_cast<double>(count) * dm * dm;
     }
