@@ -3,8 +3,7 @@
 // stream; it must call wait_for_previous_kernel() (griddepcontrol.wait: the previous grid has completed
 // and its writes are visible) before it reads what that kernel wrote, and the previous kernel may call
 // let_next_kernel_launch() to let it start early. Without the launch attribute (or before sm_90) both
-// are no-ops and the stream order is the usual. CUDA graphs capture the dependency. Also here: launches in
-// thread-block clusters (sm_90+), and the check that a kernel's binary has them.
+// are no-ops and the stream order is the usual. CUDA graphs capture the dependency.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -65,50 +64,21 @@ bool dependent_launch_ok(const CudaLaunch& launch, void (*kernel)(Params...)) {
   return ptx_version(launch, kernel) >= 90;
 }
 
-// Whether `kernel` runs on `device` from a binary for sm_90+ (thread-block clusters); one answer per
-// device, as every kernel of this library is built for the same archs.
-inline bool clusters_supported(const void* kernel, int device) {
-  static int cached[64] = {0};  // 0: not asked yet, 1: yes, -1: no
-  if (device < 0 || device >= 64) return false;
-  if (cached[device] == 0) {
-    cudaFuncAttributes attributes{};
-    cached[device] = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.binaryVersion >= 90
-                         ? 1 : -1;
-    (void)cudaGetLastError();  // a failed query leaves no sticky error behind
-  }
-  return cached[device] == 1;
-}
-
-// kernel<<<grid, block, 0, launch.stream>>>(args...) as a dependent of the stream's previous kernel, in
-// thread-block clusters of `cluster` blocks along x when cluster > 1 (grid.x a multiple of it, a portable
-// size, and only where clusters_supported).
+// kernel<<<grid, block, 0, launch.stream>>>(args...) as a dependent of the stream's previous kernel.
 template <typename... Params, typename... Args>
-void launch_clusters_after_previous(const CudaLaunch& launch, unsigned cluster, void (*kernel)(Params...), dim3 grid,
-                                    dim3 block, Args... args) {
-  cudaLaunchAttribute attributes[2];
-  int count = 0;
-  if (dependent_launch_ok(launch, kernel)) {
-    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (cluster > 1) {
-    attributes[count].id = cudaLaunchAttributeClusterDimension;
-    attributes[count++].val.clusterDim = {cluster, 1, 1};
-  }
+void launch_after_previous(const CudaLaunch& launch, void (*kernel)(Params...), dim3 grid, dim3 block,
+                           Args... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = 0;
   config.stream = launch.stream;
-  config.attrs = attributes;
-  config.numAttrs = count;
+  config.attrs = attribute;
+  config.numAttrs = dependent_launch_ok(launch, kernel) ? 1 : 0;
   JK_CUDA_CHECK(launch, cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
-}
-
-template <typename... Params, typename... Args>
-void launch_after_previous(const CudaLaunch& launch, void (*kernel)(Params...), dim3 grid, dim3 block,
-                           Args... args) {
-  launch_clusters_after_previous(launch, 1, kernel, grid, block, args...);
 }
 
 }  // namespace jk

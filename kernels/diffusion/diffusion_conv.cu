@@ -22,7 +22,6 @@
 #include <type_traits>
 
 #include "cuda_launch.cuh"
-#include "dependent_launch.cuh"  // jk::clusters_supported
 #include "diffusion.h"
 #include "env_flag.h"
 #include "opmath.h"
@@ -374,6 +373,20 @@ __global__ void __launch_bounds__(kConvMaxWarps * 32, 2)
   }
 }
 
+// Whether `kernel` (the fused GroupNorm one) runs on `device` from a binary for sm_90+ (thread-block
+// clusters); one answer per device, as every kernel of this library is built for the same archs.
+inline bool clusters_supported(const void* kernel, int device) {
+  static int cached[64] = {0};  // 0: not asked yet, 1: yes, -1: no
+  if (device < 0 || device >= 64) return false;
+  if (cached[device] == 0) {
+    cudaFuncAttributes attributes{};
+    cached[device] = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.binaryVersion >= 90
+                         ? 1 : -1;
+    (void)cudaGetLastError();  // a failed query leaves no sticky error behind
+  }
+  return cached[device] == 1;
+}
+
 // Block shape of the direct kernel: output channels per block and warps per channel (splits).
 struct ConvBlocks {
   int co_per_block = 0;  // 0: no shape fits (fused GroupNorm only)
@@ -436,7 +449,7 @@ bool launch_conv1d_direct(jk::CudaLaunch& launch, const jk::CudaTensor& y, const
   // Fused: the group's blocks are one cluster of at most kMaxCluster blocks.
   const int64_t cluster = group_channels / shape.co_per_block;
   const auto fused = conv1d_direct_kernel<scalar_t, kTile, true>;
-  if (!jk::clusters_supported(reinterpret_cast<const void*>(fused), y.get_device())) return false;
+  if (!clusters_supported(reinterpret_cast<const void*>(fused), y.get_device())) return false;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;

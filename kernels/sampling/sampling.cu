@@ -12,9 +12,7 @@
 //   Draws are reserved from PyTorch's generator and read on the device (CUDA-graph safe, no host sync).
 // - cem_update: the floor is reading the n_elite elite rows once (plus the n scores). Every step is
 //   many blocks, nothing waits on the host, 7 kernels for 32-bit score keys, each after the first a
-//   programmatic dependent launch (its launch overlaps the previous kernel; see launch_after_previous).
-//   Up to 2^18 scores on sm_90+, steps 1-3 are one launch of one thread-block cluster instead
-//   (elite_select_cluster_kernel), 3 kernels in all:
+//   programmatic dependent launch (its launch overlaps the previous kernel; see launch_after_previous):
 //   1. zero the counters;
 //   2. exact radix select of the n_elite-th smallest order key, 11 bits per pass (3 passes for
 //      float/half/bf16 scores, 6 for float64): a multi-block histogram whose last block picks the bin;
@@ -27,7 +25,6 @@
 //   5. merge: float64, fixed order (deterministic), blend with the old mean/std.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <atomic>
@@ -167,14 +164,6 @@ constexpr int kSelectPer = 8;                                // scores per threa
 constexpr int kSelectRows = kSelectThreads * kSelectPer;     // scores per select block (a list tile)
 constexpr int kDigitBits = 11;                               // bits resolved per select pass
 constexpr int kMaxBins = 1 << kDigitBits;                    // = kSelectThreads * 8
-// Up to kClusterMaxRows scores, the whole selection and the elite list are one launch of one cluster
-// (sm_90): its blocks add up their histograms through distributed shared memory and wait on the
-// cluster barrier, where the multi-block passes pay a launch, global atomics and a last-block handoff
-// each (~6.5 us a pass at n = 65536, session 48 call 6).
-constexpr int kClusterBlocks = 8;  // the portable cluster size
-constexpr int kClusterThreads = 1024;
-constexpr int kClusterRows = kClusterThreads * kSelectPer;  // a cluster block's tile
-constexpr int64_t kClusterMaxRows = int64_t{1} << 18;
 constexpr unsigned long long kPublished = 1ull << 63;        // a chunk's count is there
 constexpr int kStatsThreads = 256;
 constexpr int kStatsCols = 4;  // columns per thread (strided by the block width: coalesced)
@@ -195,8 +184,8 @@ __global__ void zero_words_kernel(unsigned long long* __restrict__ words, int64_
     words[i] = 0ull;
 }
 
-// Exclusive prefix sum over a block of kThreads; *total gets the block's sum.
-template <int kThreads, typename T>
+// Exclusive prefix sum over a block of kSelectThreads; *total gets the block's sum.
+template <typename T>
 __device__ __forceinline__ T block_exclusive_scan(T value, T* scratch, T* total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   T inclusive = value;
@@ -210,40 +199,13 @@ __device__ __forceinline__ T block_exclusive_scan(T value, T* scratch, T* total)
   __syncthreads();
   T before = 0, sum = 0;
 #pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) {
+  for (int w = 0; w < kSelectThreads / 32; ++w) {
     const T s = scratch[w];
     if (w < warp) before += s;
     sum += s;
   }
   *total = sum;
   return before + inclusive - value;
-}
-
-// The digit bin that holds the k-th smallest candidate, from each thread's counts of bins
-// threadIdx.x * kBinsPer + j (a block scan): the one thread whose bins hold it writes the next select
-// state {prefix, mask, k} to `next`.
-template <int kThreads, typename T>
-__device__ __forceinline__ void pick_bin(const T (&counts)[kMaxBins / kThreads], T k, unsigned long long prefix,
-                                         unsigned long long mask, int shift, int bits, T* scan_scratch,
-                                         unsigned long long* next) {
-  constexpr int kBinsPer = kMaxBins / kThreads;
-  T sum = 0;
-#pragma unroll
-  for (int j = 0; j < kBinsPer; ++j) sum += counts[j];
-  T total;
-  T before = block_exclusive_scan<kThreads>(sum, scan_scratch, &total);
-  if (before < k && k <= before + sum) {  // exactly one thread
-    for (int j = 0; j < kBinsPer; ++j) {
-      if (k <= before + counts[j]) {
-        const unsigned long long bin = threadIdx.x * kBinsPer + j;
-        next[0] = prefix | (bin << shift);
-        next[1] = mask | (static_cast<unsigned long long>((1 << bits) - 1) << shift);
-        next[2] = k - before;
-        return;
-      }
-      before += counts[j];
-    }
-  }
 }
 
 // One radix-select pass over all n order keys: the candidates (key & mask) == prefix are counted by
@@ -299,15 +261,29 @@ __global__ void __launch_bounds__(kSelectThreads)
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // The last block: thread t owns bins 8t..8t+7.
+  // The last block: thread t owns bins 8t..8t+7; a block scan finds the bin of the k-th candidate.
   const unsigned long long k = pass > 0 ? state[3 * pass + 2] : static_cast<unsigned long long>(n_elite);
-  unsigned long long counts[kMaxBins / kSelectThreads];
+  unsigned long long counts[kMaxBins / kSelectThreads], sum = 0;
 #pragma unroll
   for (int j = 0; j < kMaxBins / kSelectThreads; ++j) {
     const int b = threadIdx.x * (kMaxBins / kSelectThreads) + j;
     counts[j] = b < bins ? __ldcg(hist_g + b) : 0ull;
+    sum += counts[j];
   }
-  pick_bin<kSelectThreads>(counts, k, prefix, mask, shift, bits, scan_scratch, state + 3 * (pass + 1));
+  unsigned long long total;
+  unsigned long long before = block_exclusive_scan(sum, scan_scratch, &total);
+  if (before < k && k <= before + sum) {  // exactly one thread
+    for (int j = 0; j < kMaxBins / kSelectThreads; ++j) {
+      if (k <= before + counts[j]) {
+        const unsigned long long bin = threadIdx.x * (kMaxBins / kSelectThreads) + j;
+        state[3 * (pass + 1)] = prefix | (bin << shift);
+        state[3 * (pass + 1) + 1] = mask | (static_cast<unsigned long long>(bins - 1) << shift);
+        state[3 * (pass + 1) + 2] = k - before;
+        break;
+      }
+      before += counts[j];
+    }
+  }
 }
 
 // Which of a thread's kSelectPer consecutive rows (from row0) are below / equal to the threshold.
@@ -326,35 +302,6 @@ __device__ __forceinline__ void threshold_bits(const S* __restrict__ scores, int
       *eq_bits |= static_cast<unsigned>(key == threshold) << j;
     }
   }
-}
-
-// A tile's elite rows into list at their ranks, from each thread's bits of its kSelectPer consecutive
-// rows at row0: rows with key < T, and rows with key == T while fewer than `ties` came before.
-// *less_before and *eq_before count the rows before the tile and are advanced past it.
-template <int kThreads>
-__device__ __forceinline__ void write_elite_tile(int64_t row0, unsigned less_bits, unsigned eq_bits,
-                                                 unsigned long long ties, unsigned long long* less_before,
-                                                 unsigned long long* eq_before, unsigned* scan_scratch,
-                                                 int64_t* __restrict__ list) {
-  static_assert(kThreads * kSelectPer < (1 << 16), "a tile's counts are packed in 16-bit halves");
-  unsigned total;
-  const unsigned before =
-      block_exclusive_scan<kThreads, unsigned>((__popc(less_bits) << 16) | __popc(eq_bits), scan_scratch, &total);
-  const unsigned long long ties_left = ties > *eq_before ? ties - *eq_before : 0ull;  // from this tile on
-  const unsigned long long pos0 = *less_before + (*eq_before < ties ? *eq_before : ties);
-  unsigned long long my_less = before >> 16, my_eq = before & 0xffffu;
-#pragma unroll
-  for (int j = 0; j < kSelectPer; ++j) {
-    if ((less_bits >> j) & 1u) {
-      list[pos0 + my_less + (my_eq < ties_left ? my_eq : ties_left)] = row0 + j;
-      ++my_less;
-    } else if ((eq_bits >> j) & 1u) {
-      if (my_eq < ties_left) list[pos0 + my_less + my_eq] = row0 + j;
-      ++my_eq;
-    }
-  }
-  *less_before += total >> 16;
-  *eq_before += total & 0xffffu;
 }
 
 // The elite's row indices, ascending, into list[0, n_elite): rows with key < T, and the first
@@ -411,115 +358,31 @@ __global__ void __launch_bounds__(kSelectThreads)
     }
   }
   __syncthreads();
-  unsigned long long less_before = s_less_before, eq_before = s_eq_before;  // rows before this chunk
+  unsigned long long less_before = s_less_before, eq_before = s_eq_before;  // rows before this tile
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t row0 = first_row + t * kSelectRows;
     unsigned less_bits = less0, eq_bits = eq0;
     if (t > 0) threshold_bits(scores, n, maximize, row0, threshold, &less_bits, &eq_bits);
-    write_elite_tile<kSelectThreads>(row0, less_bits, eq_bits, ties, &less_before, &eq_before, scan_scratch, list);
-  }
-}
-
-// The selection and the elite list of n <= kClusterMaxRows scores in one cluster of kClusterBlocks
-// blocks (sm_90): block r takes the r-th contiguous slice of the rows. Each radix pass counts the
-// candidates of the slice into the block's shared histogram (double-buffered: a block may still read
-// the previous pass's while another counts the next), and after the cluster barrier every block adds
-// up the same bins of all blocks and so picks the same digit. Then each block counts its slice's rows
-// below and at the threshold, reads the counts of the blocks before it, and writes its rows at their
-// ranks. Counts are 32-bit (n < 2^32).
-template <typename S>
-__global__ void __launch_bounds__(kClusterThreads)
-    elite_select_cluster_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t n_elite,
-                                int64_t* __restrict__ list) {
-  wait_for_previous_kernel();
-  let_next_kernel_launch();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using K = typename KeyOf<S>::key;
-  using R = typename KeyOf<S>::real;
-  constexpr int kBinsPer = kMaxBins / kClusterThreads;
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  __shared__ unsigned hist[2][kMaxBins];
-  __shared__ unsigned scan_scratch[kClusterThreads / 32];
-  __shared__ unsigned long long sum_scratch[kClusterThreads / 32];
-  __shared__ unsigned long long state[3];        // {prefix, mask, k}, as in select_pass_kernel
-  __shared__ unsigned long long slice_counts[2];  // the slice's rows with key < T and key == T
-  const int64_t rank = cluster.block_rank();
-  const int64_t slice = (n + kClusterBlocks - 1) / kClusterBlocks;
-  const int64_t start = min(n, rank * slice), end = min(n, start + slice);
-  const int lane = threadIdx.x & 31;
-  const unsigned lanes_before = (1u << lane) - 1u;
-  unsigned long long prefix = 0, mask = 0;
-  unsigned k = static_cast<unsigned>(n_elite);
-  int shift = 8 * sizeof(K);
-  for (int pass = 0; shift > 0; ++pass) {
-    const int bits = shift < kDigitBits ? shift : kDigitBits;
-    shift -= bits;
-    unsigned* h = hist[pass & 1];
-    for (int b = threadIdx.x; b < kMaxBins; b += kClusterThreads) h[b] = 0;
-    __syncthreads();
-    for (int64_t tile = start; tile < end; tile += kClusterRows) {
-      K keys[kSelectPer];
+    // (less, equal) counts packed in 16-bit halves: a tile has kSelectRows < 2^16 rows.
+    unsigned total;
+    const unsigned before = block_exclusive_scan<unsigned>((__popc(less_bits) << 16) | __popc(eq_bits),
+                                                           scan_scratch, &total);
+    const unsigned long long ties_left = ties > eq_before ? ties - eq_before : 0ull;  // from this tile on
+    const unsigned long long pos0 = less_before + (eq_before < ties ? eq_before : ties);
+    unsigned long long my_less = before >> 16, my_eq = before & 0xffffu;
 #pragma unroll
-      for (int j = 0; j < kSelectPer; ++j) {  // all loads first
-        const int64_t i = tile + j * kClusterThreads + threadIdx.x;
-        keys[j] = i < end ? order_key<K>(static_cast<R>(scores[i]), maximize) : K(0);
-      }
-#pragma unroll
-      for (int j = 0; j < kSelectPer; ++j) {
-        const unsigned long long key = keys[j];
-        const bool in = tile + j * kClusterThreads + threadIdx.x < end && (key & mask) == prefix;
-        const unsigned bin = in ? static_cast<unsigned>((key >> shift) & ((1ull << bits) - 1)) : 0xffffffffu;
-        const unsigned peers = __match_any_sync(0xffffffffu, bin);
-        if (in && (peers & lanes_before) == 0) atomicAdd(&h[bin], static_cast<unsigned>(__popc(peers)));
+    for (int j = 0; j < kSelectPer; ++j) {
+      if ((less_bits >> j) & 1u) {
+        list[pos0 + my_less + (my_eq < ties_left ? my_eq : ties_left)] = row0 + j;
+        ++my_less;
+      } else if ((eq_bits >> j) & 1u) {
+        if (my_eq < ties_left) list[pos0 + my_less + my_eq] = row0 + j;
+        ++my_eq;
       }
     }
-    cluster.sync();  // every block's histogram is complete
-    unsigned counts[kBinsPer] = {};
-    for (int r = 0; r < kClusterBlocks; ++r) {
-      const unsigned* remote = cluster.map_shared_rank(h, r);
-#pragma unroll
-      for (int j = 0; j < kBinsPer; ++j) counts[j] += remote[threadIdx.x * kBinsPer + j];
-    }
-    pick_bin<kClusterThreads>(counts, k, prefix, mask, shift, bits, scan_scratch, state);
-    __syncthreads();
-    prefix = state[0];
-    mask = state[1];
-    k = static_cast<unsigned>(state[2]);
+    less_before += total >> 16;
+    eq_before += total & 0xffffu;
   }
-  const K threshold = static_cast<K>(prefix);  // the n_elite-th smallest key; the elite takes k equal ones
-  const unsigned long long ties = k;
-  const int64_t thread_row = static_cast<int64_t>(threadIdx.x) * kSelectPer;
-  unsigned long long less = 0, eq = 0;
-  for (int64_t tile = start; tile < end; tile += kClusterRows) {
-    unsigned less_bits, eq_bits;
-    threshold_bits(scores, end, maximize, tile + thread_row, threshold, &less_bits, &eq_bits);
-    less += __popc(less_bits);
-    eq += __popc(eq_bits);
-  }
-  less = jk::block_sum(less, sum_scratch);
-  eq = jk::block_sum(eq, sum_scratch);
-  if (threadIdx.x == 0) {
-    slice_counts[0] = less;
-    slice_counts[1] = eq;
-  }
-  cluster.sync();
-  unsigned long long less_before = 0, eq_before = 0;  // rows of the slices before this one
-  for (int r = 0; r < rank; ++r) {
-    const unsigned long long* counts = cluster.map_shared_rank(slice_counts, r);
-    less_before += counts[0];
-    eq_before += counts[1];
-  }
-  cluster.sync();  // no block leaves while another may read its shared memory
-  for (int64_t tile = start; tile < end; tile += kClusterRows) {
-    unsigned less_bits, eq_bits;
-    threshold_bits(scores, end, maximize, tile + thread_row, threshold, &less_bits, &eq_bits);
-    write_elite_tile<kClusterThreads>(tile + thread_row, less_bits, eq_bits, ties, &less_before, &eq_before,
-                                      scan_scratch, list);
-  }
-#else
-  __trap();  // the launcher runs this kernel only from binaries for sm_90 and newer
-#endif
 }
 
 // ---------------------------------------------------------------- cem_update: statistics
@@ -670,9 +533,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 
 }  // namespace
 
-// Launches (no host sync), each after the first a dependent launch: the selection and elite list in one
-// cluster (n <= kClusterMaxRows on sm_90+), else the counters' zeroing, ceil(key bits / 11) select passes
-// (3 for 32-bit keys) and the elite list; then the statistics and the merge.
+// Launches (no host sync): the counters' zeroing, ceil(key bits / 11) select passes (3 for 32-bit
+// keys), the elite list, the statistics, the merge; all but the first as dependent launches.
 void cem_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& new_mean, const jk::CudaTensor& new_std,
                      const jk::CudaTensor& samples, const jk::CudaTensor& scores, int64_t n_elite,
                      const jk::CudaTensor& mean, const jk::CudaTensor& std, double smoothing, double min_std,
@@ -703,20 +565,14 @@ void cem_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& new_mean, con
   const int64_t off_list = zeroed, off_part = off_list + n_elite;
   const int64_t part_words = (parts * d * acc_size + 7) / 8;
   auto* base = static_cast<unsigned long long*>(launch.scratch((off_part + 2 * part_words) * 8));
+  zero_words_kernel<<<static_cast<unsigned>(std::min<int64_t>((zeroed + 255) / 256, sms)), 256, 0, launch.stream>>>(
+      base, zeroed);
+  JK_CUDA_LAUNCH_CHECK(launch);
+  auto* done = reinterpret_cast<unsigned int*>(base + off_done);  // passes counters, then the list ticket
   auto* list = reinterpret_cast<int64_t*>(base + off_list);
   jk::dispatch_float(scores.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
     const scalar_t* sp = sc.const_data_ptr<scalar_t>();
-    const auto in_one_cluster = elite_select_cluster_kernel<scalar_t>;
-    if (n <= kClusterMaxRows && jk::clusters_supported(reinterpret_cast<const void*>(in_one_cluster), launch.device)) {
-      jk::launch_clusters_after_previous(launch, kClusterBlocks, in_one_cluster, dim3(kClusterBlocks),
-                                         dim3(kClusterThreads), sp, n, maximize, n_elite, list);
-      return;
-    }
-    zero_words_kernel<<<static_cast<unsigned>(std::min<int64_t>((zeroed + 255) / 256, sms)), 256, 0,
-                        launch.stream>>>(base, zeroed);
-    JK_CUDA_LAUNCH_CHECK(launch);
-    auto* done = reinterpret_cast<unsigned int*>(base + off_done);  // passes counters, then the list ticket
     int shift = key_bits;
     for (int p = 0; p < passes; ++p) {
       const int bits = std::min(kDigitBits, shift);
