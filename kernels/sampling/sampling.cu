@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <numeric>
 
 #include "cuda_launch.cuh"
@@ -168,6 +167,7 @@ constexpr int kMaxBins = 1 << kDigitBits;                    // = kSelectThreads
 constexpr unsigned long long kPublished = 1ull << 63;        // a chunk's count is there
 constexpr int kStatsThreads = 256;
 constexpr int kStatsCols = 4;  // columns per thread (strided by the block width: coalesced)
+constexpr int kStatsRows = 8;  // elite rows whose loads are issued before they are used
 constexpr int kMergeWarps = 32;
 
 // Each cem_update kernel after the first is a programmatic dependent launch (dependent_launch.cuh).
@@ -391,7 +391,7 @@ __global__ void __launch_bounds__(kSelectThreads)
 // Sums of x - x0 and (x - x0)^2 in A (float32; float64 for float64 samples), x0 = the range's first
 // row, or 0 where that is infinite (exact for constant columns, no cancellation when the data sits far
 // from 0); written out as the range's mean and M2.
-template <typename T, typename A, int kStatsRows>
+template <typename T, typename A>
 __global__ void __launch_bounds__(kStatsThreads)
     elite_stats_kernel(const T* __restrict__ x, int64_t d, const int64_t* __restrict__ list, int64_t n_elite,
                        int64_t parts, A* __restrict__ part_mean, A* __restrict__ part_m2) {
@@ -551,8 +551,7 @@ void cem_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& new_mean, con
   const int threads = static_cast<int>(std::clamp<int64_t>(
       ((d + kStatsCols - 1) / kStatsCols + 31) / 32 * 32, 32, kStatsThreads));
   const int64_t segments = (d + threads * kStatsCols - 1) / (threads * kStatsCols);
-  static const int bps_exp = [] { const char* v = std::getenv("JK_EXP_STATS_BPS"); return v ? std::atoi(v) : 2; }();
-  const int64_t target_blocks = bps_exp * static_cast<int64_t>(sms) * (kStatsThreads / threads);
+  const int64_t target_blocks = 2 * static_cast<int64_t>(sms) * (kStatsThreads / threads);
   // At most 4096 rows per range, so float32 running sums stay accurate.
   const int64_t parts = std::clamp<int64_t>(
       std::max<int64_t>(std::min<int64_t>((target_blocks + segments - 1) / segments, (n_elite + 15) / 16),
@@ -589,10 +588,7 @@ void cem_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& new_mean, con
     using A = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     A* part_mean = reinterpret_cast<A*>(base + off_part);
     A* part_m2 = reinterpret_cast<A*>(base + off_part + part_words);
-    static const int rows_exp = [] { const char* v = std::getenv("JK_EXP_STATS_ROWS"); return v ? std::atoi(v) : 8; }();
-    const auto stats = rows_exp == 16 ? elite_stats_kernel<scalar_t, A, 16>
-                       : rows_exp == 12 ? elite_stats_kernel<scalar_t, A, 12> : elite_stats_kernel<scalar_t, A, 8>;
-    launch_after_previous(launch, stats, dim3(segments, parts), dim3(threads),
+    launch_after_previous(launch, elite_stats_kernel<scalar_t, A>, dim3(segments, parts), dim3(threads),
                           x.const_data_ptr<scalar_t>(), d, list, n_elite, parts, part_mean, part_m2);
     launch_after_previous(launch, elite_merge_kernel<scalar_t, A>, dim3((d + 31) / 32), dim3(kMergeWarps * 32),
                           part_mean, part_m2, d, n_elite, parts, m_old.const_data_ptr<scalar_t>(),
