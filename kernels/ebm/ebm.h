@@ -35,6 +35,9 @@ constexpr double kE = 2.71828182845904523536;
 // The widest row (D) any op takes (check_rows): the CUDA kernels index within a row in 32 bits, and the local
 // models' lane-group kernel rounds D up by up to 255 (a group of at most 32 lanes of 8 elements).
 constexpr int64_t kMaxRowWidth = 2147483647 - 256;
+// The chains' HMC accept uniforms of row r come from Philox subsequence r + this, apart from its normals (no row
+// reaches it): on the CPU at every D, on CUDA at D = 1 and 2 (ChainStream in ebm_cpu.h, ChainDraws in ebm_rows.cuh).
+constexpr uint64_t kAcceptSubsequences = uint64_t(1) << 63;
 
 // A model as chosen at run time: its kind and up to three scalar parameters.
 struct ModelSpec {

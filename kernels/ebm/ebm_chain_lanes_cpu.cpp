@@ -52,7 +52,7 @@ struct LaneDraws {
     }
     if (u.empty()) return;
     for (int64_t c = 0; c < ChainStream::accept_calls(steps); ++c) {
-      jk::philox_lanes_cpu<kLanes>(seed, stream.first_accept_call(s0) + c, ChainStream::kAcceptSubsequences + r0,
+      jk::philox_lanes_cpu<kLanes>(seed, stream.first_accept_call(s0) + c, kAcceptSubsequences + r0,
                                    words);
       for (int64_t k = 0; k < 4 * kLanes; ++k) u[4 * c * kLanes + k] = T(jk::uniform_open0(words[k]));
     }

@@ -403,7 +403,7 @@ static_assert(HasLaneRows<GaussRows<float>, float>::value, "rows_cpu's lane-wise
 // uniforms come from subsequence r + 2^63 (no row reaches it): step s's is lane s % 4 of call s / 4. So a chain's
 // first n steps draw the same numbers whatever n_steps is (a shorter chain on the same seed is a prefix).
 // Until session 47 each step took ceil(D / 4) calls of its own, so rows of D = 1 or 2 drew 4 or 2 times the
-// normals they used (the CUDA kernels still do; the CPU and CUDA generators are separate streams anyway).
+// normals they used (as the CUDA kernels did until session 48; the CPU and CUDA generators are separate streams).
 // Draws are made for a batch of steps at once, a multiple of 4 steps, so that a batch starts at a whole call.
 struct ChainStream {
   jk::PhiloxSeed seed;
@@ -418,7 +418,6 @@ struct ChainStream {
   int64_t normal_calls(int64_t steps) const { return (steps * D + 3) / 4; }
   uint64_t first_accept_call(int64_t s0) const { return seed.offset / 4 + s0 / 4; }
   static int64_t accept_calls(int64_t steps) { return (steps + 3) / 4; }
-  static constexpr uint64_t kAcceptSubsequences = uint64_t(1) << 63;  // row r's accept uniforms: r + this
 
   // The normals of row r's steps [s0, s0 + steps) into z, and their accept words into u.
   void normals(int64_t r, int64_t s0, int64_t steps, float* z) const {

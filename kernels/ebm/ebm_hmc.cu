@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kTileRows<kD>) hmc_chain_kernel(const T* __res
     const int64_t row = r0 + threadIdx.x;
     T x[kD], x0[kD], p[kD], g[kD];
     tile.load(x, x_in, r0, rows, D);
-    ChainDraws<kD, kFlat> draws{seed.seed, seed.offset / 4, static_cast<uint64_t>(row), (D + 3) / 4 + 1};
+    ChainDraws<kD, kFlat> draws{seed.seed, seed.offset / 4, static_cast<uint64_t>(row), chain_calls_per_step(D, true)};
     int64_t accepted = 0, until_save = thin, saved = 0;
     for (int64_t step = 0; step < n_steps; ++step) {
 #pragma unroll

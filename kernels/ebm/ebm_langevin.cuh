@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kTileRows<kD>) langevin_chain_kernel(const T* 
     const int64_t row = r0 + threadIdx.x;
     T x[kD], g[kD];
     tile.load(x, x_in, r0, rows, D);
-    ChainDraws<kD, kFlat> draws{seed.seed, seed.offset / 4, static_cast<uint64_t>(row), (D + 3) / 4};
+    ChainDraws<kD, kFlat> draws{seed.seed, seed.offset / 4, static_cast<uint64_t>(row), chain_calls_per_step(D, false)};
     int64_t until_save = thin, saved = 0;
     for (int64_t step = 0; step < n_steps; ++step) {
       model.grad(x, g);

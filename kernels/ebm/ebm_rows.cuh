@@ -326,12 +326,14 @@ void with_chain_tier(int64_t D, F&& f) {
 //   are thrown away); stride = ceil(D / 4), and HMC's + 1: its accept uniform, word x of the step's last call.
 // Either way a step's draws depend on its index alone, so n steps are the first n of a longer chain on the
 // same seed. chain_philox_draws reserves them. kD: the kernel's width tier.
+// Philox calls a step of a row of width D >= 3 takes: ChainDraws's stride.
+C10_HOST_DEVICE inline int64_t chain_calls_per_step(int64_t D, bool hmc) { return (D + 3) / 4 + (hmc ? 1 : 0); }
+
 template <int kD, int kFlat>
 struct ChainDraws {
   static_assert(kFlat >= 0 && kFlat <= 2, "the flat stream is for D = 1 and 2");
-  static constexpr uint64_t kAcceptSubsequences = uint64_t(1) << 63;  // row r's accept uniforms (flat): r + this
   uint64_t seed, first, row;
-  int64_t stride;  // D >= 3: calls a step
+  int64_t stride;  // D >= 3: calls a step (chain_calls_per_step)
   jk::Float4 z{};  // flat: the normals of the current call no step has read yet, from .x on
 
   // Calls f(i, z) with the normal z of each element i < D of step s. Steps in turn from 0: the flat stream
@@ -371,7 +373,7 @@ struct ChainDraws {
 inline uint64_t chain_philox_draws(int64_t n_steps, int64_t D, bool hmc) {
   const uint64_t n = static_cast<uint64_t>(n_steps);
   if (D == 1 || D == 2) return 4 * (hmc ? n : (n * D + 3) / 4);
-  return 4 * n * ((D + 3) / 4 + (hmc ? 1 : 0));
+  return 4 * n * static_cast<uint64_t>(chain_calls_per_step(D, hmc));
 }
 
 }  // namespace ebm
