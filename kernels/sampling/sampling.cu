@@ -15,8 +15,7 @@
 //   programmatic dependent launch (its launch overlaps the previous kernel; see launch_after_previous):
 //   1. zero the counters;
 //   2. exact radix select of the n_elite-th smallest order key, 11 bits per pass (3 passes for
-//      float/half/bf16 scores, 6 for float64): a multi-block histogram; every block of the next kernel
-//      picks the bin itself (no block waits for the others' counts);
+//      float/half/bf16 scores, 6 for float64): a multi-block histogram whose last block picks the bin;
 //   3. the elite list: row indices in ascending order (ties at the threshold to the lowest indices),
 //      each 2048-row chunk ranking its rows after the counts of the chunks before it (a look-back over
 //      published counts, chunk numbers taken in block start order);
@@ -165,7 +164,6 @@ constexpr int kSelectPer = 8;                                // scores per threa
 constexpr int kSelectRows = kSelectThreads * kSelectPer;     // scores per select block (a list tile)
 constexpr int kDigitBits = 11;                               // bits resolved per select pass
 constexpr int kMaxBins = 1 << kDigitBits;                    // = kSelectThreads * 8
-constexpr int kCoarse = kMaxBins / 32;                       // coarse bins of 32 bins each (pick_digit)
 constexpr unsigned long long kPublished = 1ull << 63;        // a chunk's count is there
 constexpr int kStatsThreads = 256;
 constexpr int kStatsCols = 4;  // columns per thread (strided by the block width: coalesced)
@@ -186,23 +184,16 @@ __global__ void zero_words_kernel(unsigned long long* __restrict__ words, int64_
     words[i] = 0ull;
 }
 
-// Inclusive prefix sum over the lanes of a warp (all 32 taking part).
-template <typename T>
-__device__ __forceinline__ T warp_inclusive_scan(T value) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const T up = __shfl_up_sync(0xffffffffu, value, offset);
-    if (lane >= offset) value += up;
-  }
-  return value;
-}
-
 // Exclusive prefix sum over a block of kSelectThreads; *total gets the block's sum.
 template <typename T>
 __device__ __forceinline__ T block_exclusive_scan(T value, T* scratch, T* total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const T inclusive = warp_inclusive_scan(value);
+  T inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const T up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += up;
+  }
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 31) scratch[warp] = inclusive;
   __syncthreads();
@@ -217,85 +208,28 @@ __device__ __forceinline__ T block_exclusive_scan(T value, T* scratch, T* total)
   return before + inclusive - value;
 }
 
-// A radix-select state: the candidates are the keys with (key & mask) == prefix, and the k-th smallest
-// of them is the n_elite-th smallest key.
-struct SelectState {
-  unsigned long long prefix, mask, k;
-};
-
-// The state after a pass, from the state before it (`before`) and its histogram, complete in global memory:
-// `hist` (bins of `bits` bits at `shift`) and `coarse` (coarse bin c: the sum of bins 32c..32c+31). It is the
-// digit whose bin holds the k-th smallest candidate. Every block of the kernel after the pass computes it (the
-// same bits in each), so no block of the pass waits for the others; warp 0 finds the coarse bin (64 counts),
-// then the bin within it (32), reading 768 bytes where the whole histogram is 16 kB (at n = 2^20, 512 blocks
-// each reading that made cem_update 16 us slower: session 49, call 5). Block 0 keeps the state in `out`
-// (global) for the kernel after next. Call from every thread; returns the state to every thread.
-__device__ __forceinline__ SelectState pick_digit(const unsigned long long* hist, const unsigned long long* coarse,
-                                                  SelectState before, int shift, int bits,
-                                                  SelectState* shared_state, unsigned long long* out) {
-  static_assert(kCoarse == 64, "warp 0 reads two coarse bins a lane");
-  if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    const unsigned long long c0 = __ldcg(coarse + 2 * lane), c1 = __ldcg(coarse + 2 * lane + 1);
-    const unsigned long long upto = warp_inclusive_scan(c0 + c1);
-    // The lane whose two coarse bins hold the k-th candidate (there is one: k <= the candidates' count).
-    const unsigned holds = __ballot_sync(0xffffffffu, upto - (c0 + c1) < before.k && before.k <= upto);
-    const int src = holds ? __ffs(holds) - 1 : 0;
-    const unsigned long long src_below = __shfl_sync(0xffffffffu, upto - (c0 + c1), src);
-    const unsigned long long src_c0 = __shfl_sync(0xffffffffu, c0, src);
-    const bool in_first = before.k <= src_below + src_c0;
-    const int group = 2 * src + (in_first ? 0 : 1);
-    const unsigned long long group_below = in_first ? src_below : src_below + src_c0;
-    const unsigned long long count = __ldcg(hist + 32 * group + lane);
-    const unsigned long long below = group_below + warp_inclusive_scan(count) - count;
-    if (below < before.k && before.k <= below + count) {  // exactly one lane
-      const unsigned long long bin = 32 * group + lane;
-      *shared_state = {before.prefix | (bin << shift),
-                       before.mask | (static_cast<unsigned long long>((1 << bits) - 1) << shift), before.k - below};
-      if (blockIdx.x == 0) {
-        out[0] = shared_state->prefix;
-        out[1] = shared_state->mask;
-        out[2] = shared_state->k;
-      }
-    }
-  }
-  __syncthreads();
-  return *shared_state;
-}
-
-// The state before pass `pass` (> 0): pass - 1's pick, from its histogram and the state block 0 of pass - 1
-// kept (pass 1: the start, all keys candidates, k = n_elite). shift and bits: pass - 1's.
-__device__ __forceinline__ SelectState state_before(int pass, const unsigned long long* hist_all,
-                                                    const unsigned long long* coarse_all, unsigned long long* state,
-                                                    int64_t n_elite, int shift, int bits,
-                                                    SelectState* shared_state) {
-  const SelectState start{0ull, 0ull, static_cast<unsigned long long>(n_elite)};
-  const SelectState before =
-      pass == 1 ? start : SelectState{__ldcg(state + 3 * (pass - 1)), __ldcg(state + 3 * (pass - 1) + 1),
-                                      __ldcg(state + 3 * (pass - 1) + 2)};
-  return pick_digit(hist_all + static_cast<int64_t>(pass - 1) * kMaxBins,
-                    coarse_all + static_cast<int64_t>(pass - 1) * kCoarse, before, shift, bits, shared_state,
-                    state + 3 * pass);
-}
-
-// One radix-select pass over all n order keys: the candidates are counted by the `bits`-bit digit at `shift`
-// into a global histogram (shared-memory histogram per block, equal digits of a warp aggregated with
-// __match_any_sync, one global atomic per nonzero bin). The candidates come from the previous pass's pick,
-// which each block makes itself (state_before) while its key loads are in flight. state[3p..3p+2]: the
-// state before pass p (p >= 1), written by block 0 of pass p.
+// One radix-select pass over all n order keys: the candidates (key & mask) == prefix are counted by
+// the `bits`-bit digit at `shift` into a global histogram (shared-memory histogram per block, equal
+// digits of a warp aggregated with __match_any_sync, one global atomic per nonzero bin); the last
+// block to finish finds the digit that holds the k-th smallest candidate and writes the next state.
+// state[3p..3p+2] = {prefix, mask, k} before pass p; after the last pass {threshold key T, ~0, how
+// many T-equal keys the elite takes (the lowest indices)}.
 template <typename S>
 __global__ void __launch_bounds__(kSelectThreads)
     select_pass_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int pass, int shift, int bits,
-                       int prev_shift, int prev_bits, int64_t n_elite, unsigned long long* __restrict__ hist_all,
-                       unsigned long long* __restrict__ coarse_all, unsigned long long* __restrict__ state) {
+                       int64_t n_elite, unsigned long long* __restrict__ hist_all,
+                       unsigned long long* __restrict__ state, unsigned int* __restrict__ done) {
   wait_for_previous_kernel();
   let_next_kernel_launch();
   using K = typename KeyOf<S>::key;
   using R = typename KeyOf<S>::real;
   __shared__ unsigned int hist[kMaxBins];
-  __shared__ SelectState shared_state;
+  __shared__ unsigned long long scan_scratch[kSelectThreads / 32];
+  __shared__ bool is_last;
   const int bins = 1 << bits;
   for (int b = threadIdx.x; b < bins; b += kSelectThreads) hist[b] = 0;
+  const unsigned long long prefix = pass > 0 ? state[3 * pass] : 0ull;
+  const unsigned long long mask = pass > 0 ? state[3 * pass + 1] : 0ull;
   const int lane = threadIdx.x & 31;
   const unsigned lanes_before = (1u << lane) - 1u;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * kSelectRows + threadIdx.x;
@@ -305,15 +239,11 @@ __global__ void __launch_bounds__(kSelectThreads)
     const int64_t i = base + j * kSelectThreads;
     keys[j] = i < n ? order_key<K>(static_cast<R>(scores[i]), maximize) : K(0);
   }
-  // (its barriers also order hist[]'s zeroing before the counting)
-  const SelectState now = pass > 0 ? state_before(pass, hist_all, coarse_all, state, n_elite, prev_shift, prev_bits,
-                                                  &shared_state)
-                                   : SelectState{0ull, 0ull, 0ull};
-  if (pass == 0) __syncthreads();  // hist[] zeroed
+  __syncthreads();  // hist[] zeroed
 #pragma unroll
   for (int j = 0; j < kSelectPer; ++j) {
     const unsigned long long key = keys[j];
-    const bool in = base + j * kSelectThreads < n && (key & now.mask) == now.prefix;
+    const bool in = base + j * kSelectThreads < n && (key & mask) == prefix;
     const unsigned bin = in ? static_cast<unsigned>((key >> shift) & static_cast<unsigned long long>(bins - 1))
                             : 0xffffffffu;
     const unsigned peers = __match_any_sync(0xffffffffu, bin);
@@ -325,12 +255,34 @@ __global__ void __launch_bounds__(kSelectThreads)
     const unsigned count = hist[b];
     if (count) atomicAdd(hist_g + b, static_cast<unsigned long long>(count));
   }
-  // The coarse bins (pick_digit's first level): warp w sums coarse bins w, w + 8, ... (bins >= 512: a
-  // multiple of 32; the rest stay 0).
-  unsigned long long* coarse_g = coarse_all + static_cast<int64_t>(pass) * kCoarse;
-  for (int c = threadIdx.x >> 5; c < bins / 32; c += kSelectThreads / 32) {
-    const unsigned count = jk::warp_sum(hist[32 * c + lane]);
-    if (lane == 0 && count) atomicAdd(coarse_g + c, static_cast<unsigned long long>(count));
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(done + pass, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  // The last block: thread t owns bins 8t..8t+7; a block scan finds the bin of the k-th candidate.
+  const unsigned long long k = pass > 0 ? state[3 * pass + 2] : static_cast<unsigned long long>(n_elite);
+  unsigned long long counts[kMaxBins / kSelectThreads], sum = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxBins / kSelectThreads; ++j) {
+    const int b = threadIdx.x * (kMaxBins / kSelectThreads) + j;
+    counts[j] = b < bins ? __ldcg(hist_g + b) : 0ull;
+    sum += counts[j];
+  }
+  unsigned long long total;
+  unsigned long long before = block_exclusive_scan(sum, scan_scratch, &total);
+  if (before < k && k <= before + sum) {  // exactly one thread
+    for (int j = 0; j < kMaxBins / kSelectThreads; ++j) {
+      if (k <= before + counts[j]) {
+        const unsigned long long bin = threadIdx.x * (kMaxBins / kSelectThreads) + j;
+        state[3 * (pass + 1)] = prefix | (bin << shift);
+        state[3 * (pass + 1) + 1] = mask | (static_cast<unsigned long long>(bins - 1) << shift);
+        state[3 * (pass + 1) + 2] = k - before;
+        break;
+      }
+      before += counts[j];
+    }
   }
 }
 
@@ -353,31 +305,26 @@ __device__ __forceinline__ void threshold_bits(const S* __restrict__ scores, int
 }
 
 // The elite's row indices, ascending, into list[0, n_elite): rows with key < T, and the first
-// `ties` rows with key == T (T and ties: the last pass's pick, which each block makes). A block owns a chunk of `tiles` tiles of kSelectRows rows (chunk numbers
+// `ties` rows with key == T. A block owns a chunk of `tiles` tiles of kSelectRows rows (chunk numbers
 // are taken in the order blocks start, so a chunk only waits on chunks that are already running): it
 // publishes its (less, equal) counts, sums the counts of the chunks before it (the launcher keeps
 // chunks <= 1024), then writes its rows at their ranks, tile by tile.
 template <typename S>
 __global__ void __launch_bounds__(kSelectThreads)
-    elite_list_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t tiles, int passes,
-                      int last_bits, int64_t n_elite, const unsigned long long* __restrict__ hist_all,
-                      const unsigned long long* __restrict__ coarse_all, unsigned long long* __restrict__ state,
-                      unsigned long long* chunk_counts,
+    elite_list_kernel(const S* __restrict__ scores, int64_t n, bool maximize, int64_t tiles,
+                      const unsigned long long* __restrict__ final_state, unsigned long long* chunk_counts,
                       unsigned int* __restrict__ ticket, int64_t* __restrict__ list) {
   wait_for_previous_kernel();
   let_next_kernel_launch();
   using K = typename KeyOf<S>::key;
-  __shared__ SelectState shared_state;
   __shared__ unsigned int s_chunk;
   __shared__ unsigned int scan_scratch[kSelectThreads / 32];
   __shared__ unsigned long long sum_scratch[kSelectThreads / 32];
   __shared__ unsigned long long s_less_before, s_eq_before;
   if (threadIdx.x == 0) s_chunk = atomicAdd(ticket, 1u);
-  // The last pass's pick (digit at shift 0): the threshold key T, and how many T-equal keys the elite takes.
-  const SelectState final_state =
-      state_before(passes, hist_all, coarse_all, state, n_elite, 0, last_bits, &shared_state);
-  const K threshold = static_cast<K>(final_state.prefix);
-  const unsigned long long ties = final_state.k;
+  const K threshold = static_cast<K>(final_state[0]);
+  const unsigned long long ties = final_state[2];
+  __syncthreads();
   const int64_t chunk = s_chunk;
   const int64_t first_row = chunk * tiles * kSelectRows + static_cast<int64_t>(threadIdx.x) * kSelectPer;
   unsigned less0, eq0;  // tile 0's bits stay in registers (the only tile when n <= 1024 * kSelectRows)
@@ -613,33 +560,28 @@ void cem_update_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& new_mean, con
   const bool wide = samples.scalar_type() == jk::DType::f64;
   const int64_t acc_size = wide ? 8 : 4;
   // One scratch buffer in 8-byte words; the first `zeroed` words are the counters (zeroed first).
-  const int64_t off_hist = 0, off_coarse = off_hist + passes * kMaxBins, off_state = off_coarse + passes * kCoarse;
-  const int64_t off_ticket = off_state + 3 * (passes + 1);
-  const int64_t off_counts = off_ticket + 1, zeroed = off_counts + 2 * chunks;
+  const int64_t off_hist = 0, off_state = off_hist + passes * kMaxBins, off_done = off_state + 3 * (passes + 1);
+  const int64_t off_counts = off_done + passes + 1, zeroed = off_counts + 2 * chunks;
   const int64_t off_list = zeroed, off_part = off_list + n_elite;
   const int64_t part_words = (parts * d * acc_size + 7) / 8;
   auto* base = static_cast<unsigned long long*>(launch.scratch((off_part + 2 * part_words) * 8));
   zero_words_kernel<<<static_cast<unsigned>(std::min<int64_t>((zeroed + 255) / 256, sms)), 256, 0, launch.stream>>>(
       base, zeroed);
   JK_CUDA_LAUNCH_CHECK(launch);
-  auto* ticket = reinterpret_cast<unsigned int*>(base + off_ticket);
+  auto* done = reinterpret_cast<unsigned int*>(base + off_done);  // passes counters, then the list ticket
   auto* list = reinterpret_cast<int64_t*>(base + off_list);
   jk::dispatch_float(scores.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
     const scalar_t* sp = sc.const_data_ptr<scalar_t>();
-    int shift = key_bits, prev_shift = 0, prev_bits = 0;
+    int shift = key_bits;
     for (int p = 0; p < passes; ++p) {
       const int bits = std::min(kDigitBits, shift);
       shift -= bits;
       launch_after_previous(launch, select_pass_kernel<scalar_t>, dim3(blocks), dim3(kSelectThreads), sp, n,
-                            maximize, p, shift, bits, prev_shift, prev_bits, n_elite, base + off_hist,
-                            base + off_coarse, base + off_state);
-      prev_shift = shift;
-      prev_bits = bits;
+                            maximize, p, shift, bits, n_elite, base + off_hist, base + off_state, done);
     }
     launch_after_previous(launch, elite_list_kernel<scalar_t>, dim3(chunks), dim3(kSelectThreads), sp, n, maximize,
-                          tiles, passes, prev_bits, n_elite, base + off_hist, base + off_coarse, base + off_state,
-                          base + off_counts, ticket, list);
+                          tiles, base + off_state + 3 * passes, base + off_counts, done + 2 * passes, list);
   });
   jk::dispatch_float(samples.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
