@@ -1406,6 +1406,48 @@ def test_cuda_flat_chains_keep_their_exact_stationary_variance(D):
             assert abs(_corr(out[:, 0], out[:, 1])) < 5 / math.sqrt(B), name
 
 
+def _lag_correlations(decisions):
+    """Correlations of a (B, steps) record between steps 1, 2 and 3 apart, pooled over the rows."""
+    return [torch.corrcoef(torch.stack([decisions[:, lag:].flatten(), decisions[:, :-lag].flatten()]))[0, 1].item()
+            for lag in (1, 2, 3)]
+
+
+def _fresh_uniform_hmc_accepts(B, D, n_steps, eps, seed):
+    """Accept decisions (B, n_steps) of eager HMC, one leapfrog step on ½|x|², with a fresh torch uniform a step."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, D, dtype=torch.float64, generator=g)
+    decisions = []
+    for _ in range(n_steps):
+        p = torch.randn(B, D, dtype=torch.float64, generator=g)
+        half = p - 0.5 * eps * x
+        x1 = x + eps * half
+        p1 = half - 0.5 * eps * x1
+        dh = 0.5 * (x1 ** 2 + p1 ** 2 - x ** 2 - p ** 2).sum(1)
+        accept = torch.rand(B, dtype=torch.float64, generator=g).log() < -dh
+        x = torch.where(accept[:, None], x1, x)
+        decisions.append(accept.double())
+    return torch.stack(decisions, 1)
+
+
+@pytest.mark.parametrize("D", [1, 2, 3])
+def test_hmc_accept_decisions_are_as_independent_as_with_fresh_uniforms(device, D):
+    """HMC's accept test takes a fresh uniform every step, apart from the momenta. With one leapfrog step on a
+    harmonic well (acceptance 25-55%), whether a chain accepts at step s and at step s + lag is correlated only
+    through its state: at lags 1-3 as much as in an eager run with torch's fresh uniforms (0.01-0.04). A uniform
+    reused for 2 or 4 steps (a flat stream's cursor gone wrong) adds 0.04-0.08 at lag 1 in that eager run, where
+    the bound is 0.015 (the difference's standard error: ~0.002)."""
+    B, n_steps, eps = 8192, 64, 1.9
+    x = torch.randn(B, D, dtype=torch.float64, generator=torch.Generator().manual_seed(5)).to(device)
+    g = torch.Generator(device).manual_seed(6)
+    _, _, traj = ebm.hmc_chain(x, "harmonic", n_steps, eps, 1, thin=1, generator=g, k=1.0)
+    states = torch.cat([x[None], traj]).cpu()
+    ours = (states[1:] != states[:-1]).any(-1).T.double()  # a rejected step leaves the row as it was
+    fresh = _fresh_uniform_hmc_accepts(B, D, n_steps, eps, 7)
+    assert abs(ours.mean().item() - fresh.mean().item()) < 0.01
+    for lag, (a, b) in enumerate(zip(_lag_correlations(ours), _lag_correlations(fresh)), 1):
+        assert abs(a - b) < 0.015, (lag, a, b)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("D", [1, 2])
 def test_chains_at_d1_and_d2_follow_every_model(device, dtype, D):
