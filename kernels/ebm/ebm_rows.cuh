@@ -321,7 +321,8 @@ void with_chain_tier(int64_t D, F&& f) {
 // `first` (the launch's offset / 4) in subsequence `row`. kFlat = D for D = 1 and 2, else 0.
 // - D = 1, 2 (since session 48): the row's normals are one flat stream in step order, normal k = s·D + i
 //   (step s, element i) is lane k % 4 of call first + k / 4, so one call serves 4 / D steps. HMC's accept
-//   uniform of step s: word x of call first + s in subsequence row + 2^63, apart from the normals.
+//   uniform of step s (since session 49): lane s % 4 of call first + s / 4 in subsequence row + 2^63, apart
+//   from the normals (session 48: word x of call first + s).
 // - D >= 3: step s takes calls first + s·stride + q, one for each group q of 4 elements (the lanes past D
 //   are thrown away); stride = ceil(D / 4), and HMC's + 1: its accept uniform, word x of the step's last call.
 // Either way a step's draws depend on its index alone, so n steps are the first n of a longer chain on the
@@ -335,6 +336,7 @@ struct ChainDraws {
   uint64_t seed, first, row;
   int64_t stride;  // D >= 3: calls a step (chain_calls_per_step)
   jk::Float4 z{};  // flat: the normals of the current call no step has read yet, from .x on
+  jk::Uint4 u{};   // flat (HMC): the accept words of the current call no step has read yet, from .x on
 
   // Calls f(i, z) with the normal z of each element i < D of step s. Steps in turn from 0: the flat stream
   // reads on in z, shifted down as it is read so that every lane index is a constant (an array indexed at run
@@ -360,19 +362,26 @@ struct ChainDraws {
     }
   }
 
-  // HMC's uniform in (0, 1] for step s's accept test.
-  __device__ __forceinline__ float accept_uniform(int64_t s) const {
-    const jk::Uint4 w = kFlat > 0 ? jk::philox4x32_10(seed, first + s, row + kAcceptSubsequences)
-                                  : jk::philox4x32_10(seed, first + s * stride + stride - 1, row);
-    return jk::uniform_open0(w.x);
+  // HMC's uniform in (0, 1] for step s's accept test, steps in turn from 0. Flat: lane s % 4 of call
+  // first + s / 4 in subsequence row + 2^63 (one call serves 4 steps, as on the CPU), shifted down as in normals.
+  __device__ __forceinline__ float accept_uniform(int64_t s) {
+    if constexpr (kFlat > 0) {
+      if (s % 4 == 0) u = jk::philox4x32_10(seed, first + s / 4, row + kAcceptSubsequences);
+      const uint32_t word = u.x;
+      u = jk::Uint4{u.y, u.z, u.w, 0u};
+      return jk::uniform_open0(word);
+    } else {
+      return jk::uniform_open0(jk::philox4x32_10(seed, first + s * stride + stride - 1, row).x);
+    }
   }
 };
 
 // The draws (4 a Philox call) a chain launch reserves from the generator: every call ChainDraws makes for
-// n_steps steps of rows of width D (hmc: with the accept uniforms, which at D = 1, 2 outnumber the normals' calls).
+// n_steps steps of rows of width D (hmc: with the accept uniforms; at D = 1, 2 they are (n + 3) / 4 calls of
+// their own subsequence, no more than the normals' (n D + 3) / 4).
 inline uint64_t chain_philox_draws(int64_t n_steps, int64_t D, bool hmc) {
   const uint64_t n = static_cast<uint64_t>(n_steps);
-  if (D == 1 || D == 2) return 4 * (hmc ? n : (n * D + 3) / 4);
+  if (D == 1 || D == 2) return 4 * ((n * static_cast<uint64_t>(D) + 3) / 4);
   return 4 * n * static_cast<uint64_t>(chain_calls_per_step(D, hmc));
 }
 
