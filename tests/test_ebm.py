@@ -1412,20 +1412,14 @@ def _lag_correlations(decisions):
             for lag in (1, 2, 3)]
 
 
-def _fresh_uniform_hmc_accepts(B, D, n_steps, eps, seed):
-    """Accept decisions (B, n_steps) of eager HMC, one leapfrog step on ½|x|², with a fresh torch uniform a step."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, D, dtype=torch.float64, generator=g)
+def _fresh_uniform_hmc_accepts(B, D, n_steps, eps):
+    """Accept decisions (B, n_steps) of reference.py's eager HMC (torch's fresh uniform every step), one leapfrog
+    step on ½|x|², a step at a time."""
+    x = torch.randn(B, D, dtype=torch.float64)
     decisions = []
     for _ in range(n_steps):
-        p = torch.randn(B, D, dtype=torch.float64, generator=g)
-        half = p - 0.5 * eps * x
-        x1 = x + eps * half
-        p1 = half - 0.5 * eps * x1
-        dh = 0.5 * (x1 ** 2 + p1 ** 2 - x ** 2 - p ** 2).sum(1)
-        accept = torch.rand(B, dtype=torch.float64, generator=g).log() < -dh
-        x = torch.where(accept[:, None], x1, x)
-        decisions.append(accept.double())
+        x, accepted = ref.hmc_chain(x, ref.harmonic_energy, ref.harmonic_score, 1, eps, 1)
+        decisions.append(accepted)
     return torch.stack(decisions, 1)
 
 
@@ -1442,7 +1436,7 @@ def test_hmc_accept_decisions_are_as_independent_as_with_fresh_uniforms(device, 
     _, _, traj = ebm.hmc_chain(x, "harmonic", n_steps, eps, 1, thin=1, generator=g, k=1.0)
     states = torch.cat([x[None], traj]).cpu()
     ours = (states[1:] != states[:-1]).any(-1).T.double()  # a rejected step leaves the row as it was
-    fresh = _fresh_uniform_hmc_accepts(B, D, n_steps, eps, 7)
+    fresh = _fresh_uniform_hmc_accepts(B, D, n_steps, eps)
     assert abs(ours.mean().item() - fresh.mean().item()) < 0.01
     for lag, (a, b) in enumerate(zip(_lag_correlations(ours), _lag_correlations(fresh)), 1):
         assert abs(a - b) < 0.015, (lag, a, b)
