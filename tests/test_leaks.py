@@ -43,12 +43,17 @@ def _rss() -> int:
         return int(statm.read().split()[1]) * PAGE
 
 
+def _tensors(objects) -> int:
+    """How many of objects are tensors. type(), not isinstance: some lazily imported torch modules warn when
+    their __class__ is asked for."""
+    return sum(issubclass(type(o), torch.Tensor) for o in objects)
+
+
 def _live() -> tuple[int, int]:
-    """(live tensors, objects tracked by the collector), after a collection. type(), not isinstance: some
-    lazily imported torch modules warn when their __class__ is asked for."""
+    """(live tensors, objects tracked by the collector), after a collection."""
     gc.collect()
     objects = gc.get_objects()
-    return sum(issubclass(type(o), torch.Tensor) for o in objects), len(objects)
+    return _tensors(objects), len(objects)
 
 
 def _tensors_in_cycles(fn, calls: int) -> int:
@@ -60,7 +65,7 @@ def _tensors_in_cycles(fn, calls: int) -> int:
             fn()
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
-        return sum(issubclass(type(o), torch.Tensor) for o in gc.garbage)
+        return _tensors(gc.garbage)
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
