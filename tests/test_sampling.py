@@ -532,6 +532,100 @@ def test_cuda_graph_capture():
     assert abs(out.mean().item()) < 0.1 and abs(out.std().item() - 1) < 0.1
 
 
+# ---------------------------------------------------------------- cem_minimize(cuda_graph=True)
+
+def _cem_run(device, n_iters=12, calls=None, **options):
+    """A small CEM run with its own generator; counts fn's calls in `calls` when given."""
+    def fn(x):
+        if calls is not None:
+            calls.append(1)
+        return ((x - 0.5) ** 2).sum(-1) + x[:, 0].sin()
+
+    generator = torch.Generator(device=device).manual_seed(5)
+    mean = torch.linspace(-1, 1, 12, device=device)
+    return fam.cem_minimize(fn, mean, 0.8, 300, 30, n_iters, smoothing=0.2, min_std=1e-3, generator=generator,
+                            **options)
+
+
+@needs_graphs
+@pytest.mark.parametrize("maximize", [False, True])
+@pytest.mark.parametrize("n_iters", [1, 2, 12])
+def test_cem_minimize_in_a_cuda_graph_gives_the_same_numbers(device, maximize, n_iters):
+    """cuda_graph replays one captured iteration: the same draws in the same order, so the same result, bit for bit
+    (on the CPU it has no effect). On CUDA fn runs twice whatever n_iters (iteration 0 and the capture): the
+    replays do run, the loop did not quietly run eagerly."""
+    calls = []
+    want = _cem_run(device, n_iters, maximize=maximize)
+    got = _cem_run(device, n_iters, calls, maximize=maximize, cuda_graph=True)
+    for name, g, w in zip(fam.CEMResult._fields, got, want):
+        assert torch.equal(g, w), name
+    assert len(calls) == (min(n_iters, 2) if device == "cuda" else n_iters)
+
+
+@needs_graphs
+@needs_cuda
+def test_cem_minimize_in_a_cuda_graph_advances_the_default_generator_as_the_loop_does():
+    def run(cuda_graph):
+        torch.manual_seed(11)
+        result = fam.cem_minimize(lambda x: (x * x).sum(-1), torch.zeros(5, device="cuda"), 1.0, 64, 8, 6,
+                                  cuda_graph=cuda_graph)
+        return result, torch.randn(4, device="cuda")  # the draws after the loop: the generator's offset
+
+    (want, after_want), (got, after_got) = run(False), run(True)
+    for name, g, w in zip(fam.CEMResult._fields, got, want):
+        assert torch.equal(g, w), name
+    assert torch.equal(after_got, after_want)
+
+
+@needs_graphs
+@needs_cuda
+def test_cem_minimize_in_a_cuda_graph_names_a_fn_that_syncs_and_leaves_the_process_working():
+    def syncing(x):
+        value = (x * x).sum(-1)
+        return value * 2 if value.max().item() > 1e30 else value  # .item(): a host sync
+
+    want = _cem_run("cuda", 4)
+    with pytest.raises(RuntimeError, match=r"cuda_graph=True.*fn must not sync"):
+        fam.cem_minimize(syncing, torch.zeros(4, device="cuda"), 1.0, 64, 8, 3, cuda_graph=True)
+    for cuda_graph in (False, True):  # the stream, the allocator and the generators work as before
+        got = _cem_run("cuda", 4, cuda_graph=cuda_graph)
+        for name, g, w in zip(fam.CEMResult._fields, got, want):
+            assert torch.equal(g, w), (cuda_graph, name)
+
+
+@needs_graphs
+@needs_cuda
+def test_cem_minimize_in_a_cuda_graph_reuses_its_memory_from_call_to_call():
+    """Each capture shares the previous one's memory pool. A pool per call stays reserved until an out-of-memory
+    retry or empty_cache, so a planner calling cem_minimize every step would grow by fn's temporaries each call."""
+    def fn(x):
+        return (x.repeat(1, 16) ** 2).sum(-1)  # temporaries of 16 MB each
+
+    mean = torch.zeros(256, device="cuda")
+    for _ in range(2):
+        fam.cem_minimize(fn, mean, 1.0, 1024, 64, 3, cuda_graph=True)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_reserved()
+    for _ in range(5):
+        fam.cem_minimize(fn, mean, 1.0, 1024, 64, 3, cuda_graph=True)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_reserved() - before < 16 * 2**20
+
+
+@needs_graphs
+@needs_cuda
+def test_cem_minimize_with_cuda_graph_inside_a_caller_s_capture_runs_as_plain_ops():
+    mean = torch.zeros(8, device="cuda")
+    fam.cem_minimize(lambda x: ((x - 1) ** 2).sum(-1), mean, 1.0, 256, 26, 2)  # warm up
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = fam.cem_minimize(lambda x: ((x - 1) ** 2).sum(-1), mean, 1.0, 256, 26, 20, cuda_graph=True)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert (result.mean - 1).abs().max() < 0.1
+    assert torch.isfinite(result.history).all()
+
+
 @needs_cuda
 def test_cuda_matches_cpu_reference_large():
     # the benchmark's shape, smaller d: checks many radix blocks and stats tiles on the GPU
