@@ -1,9 +1,9 @@
 """Cross-entropy method on Rastrigin and Rosenbrock in d=1000 (GPU) or d=100 (CPU).
 
 Prints the best value per iteration, times one iteration of loader.sampling's CEM (on the GPU also with
-cuda_graph=True, which replays one captured iteration) against the same loop in plain PyTorch (reference.py),
-and saves a convergence plot. Uses the `ebm` family's energies as objectives when that family exists, else
-the plain-PyTorch ones in sampling's reference.py.
+cuda_graph=True, which replays the loop's work after fn as one CUDA graph) against the same loop in plain
+PyTorch (reference.py), and saves a convergence plot. Uses the `ebm` family's energies as objectives when
+that family exists, else the plain-PyTorch ones in sampling's reference.py.
 
     python examples/cem_optimize.py [--out examples/out] [--device cuda] [--iters 150]
 """

@@ -216,12 +216,12 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     the host, so the whole call can be captured as one CUDA graph when fn can. mean and std are taken as
     values: no gradient flows back to them (a mean that requires grad, e.g. a network's output, is fine).
     std: a (d,) tensor like mean, or a number for every dimension. generator (keyword-only): as normal's.
-    cuda_graph (keyword-only): on CUDA, run the first iteration as usual, capture the second in a CUDA graph
-    and replay it for the rest. The results are the same numbers as without it (the same draws in the same
-    order), and an iteration costs its kernels' time instead of ~15 ops' Python and launch overhead (3-4x
-    faster at d = 1000, 8192 samples: examples/cem_optimize.py). fn must then be capturable: no host syncs
-    (.item(), printing a tensor, data-dependent shapes), or a RuntimeError says so. No effect on the CPU,
-    or where a capture is already running (the caller's graph holds the whole loop then).
+    cuda_graph (keyword-only): on CUDA, the loop's own work after fn (the best row, the best so far, the
+    history and cem_update: ~13 ops) is captured once and replayed each iteration as one CUDA graph, so an
+    iteration costs little more than its kernels' time (about 2x faster at d = 1000, 8192 samples:
+    examples/cem_optimize.py). The draws and fn run as usual, so fn may be anything, host syncs included,
+    and the results are the same numbers as without it. No effect on the CPU, under torch.compile or inside
+    a capture the caller runs.
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)
@@ -229,50 +229,58 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     mean, std = _detached(mean, std)
     samples = torch.empty((n_samples, mean.shape[0]), dtype=mean.dtype, device=mean.device)
 
-    def iteration(mean, std):
-        """One draw, score and refit: the best row's (score, sample) and the refitted (mean, std)."""
+    def draw_and_score(mean, std):
         normal(mean, std, n_samples, out=samples, generator=generator)
         scores = fn(samples)
         _check_scores(scores, n_samples, samples.device)
+        return scores
+
+    def refit(scores, mean, std):
+        """The best row's (score, sample) and the refitted (mean, std)."""
         i = _best_row(scores, maximize)
         value, x = scores.index_select(0, i).squeeze(0), samples.index_select(0, i).squeeze(0)
         return value, x, *cem_update(samples, scores, n_elite, mean, std, smoothing, min_std, maximize)
 
-    best_value, best_x, mean, std = iteration(mean, std)
+    scores = draw_and_score(mean, std)
+    best_value, best_x, mean, std = refit(scores, mean, std)
     history = torch.empty(n_iters, dtype=best_value.dtype, device=best_value.device)  # the scores' dtype
     history[0] = best_value
     if cuda_graph and n_iters > 1 and mean.is_cuda and not _capturing():
-        _replay_iterations(iteration, mean, std, best_value, best_x, history, maximize, generator)
-        return CEMResult(mean, std, best_x, best_value, history)
+        result = CEMResult(mean, std, best_x, best_value, history)
+        _iterate_with_graphed_refits(draw_and_score, refit, scores, result, maximize)
+        return result
     for it in range(1, n_iters):
-        value, x, mean, std = iteration(mean, std)
+        value, x, mean, std = refit(draw_and_score(mean, std), mean, std)
         best_value, best_x = _keep_best(best_value, best_x, value, x, maximize)
         history[it] = value
     return CEMResult(mean, std, best_x, best_value, history)
 
 
 def _capturing() -> bool:
-    """Whether cem_minimize runs inside torch.compile's tracing or a CUDA graph capture: it then runs as plain ops."""
+    """Whether cem_minimize runs under torch.compile's tracing or inside a CUDA graph capture: it then runs as plain
+    ops."""
     return torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing()
 
 
-# Per CUDA device: the stream that cem_minimize(cuda_graph=True) captures and replays on, and the last graph it
-# captured, whose memory pool the next capture shares (torch's graph.pool()). A graph of its own per call would
-# leave one pool per call behind, which the caching allocator frees only on an out-of-memory retry or
-# empty_cache: a planner calling cem_minimize every step would grow its reserved memory at every call. One
-# stream orders every call's replays, so a capture may reuse memory the previous graph's replays still use.
-_graph_reuse: dict = {}  # device index -> (torch.cuda.Stream, torch.cuda.CUDAGraph)
+# Per CUDA device: the stream cem_minimize(cuda_graph=True) captures on, the last graph it captured, whose memory
+# pool the next capture shares (torch's graph.pool()), and an event after that graph's last replay. A graph of its
+# own per call would leave one pool per call behind, which the caching allocator frees only on an out-of-memory
+# retry or empty_cache: a planner calling cem_minimize every step would grow its reserved memory at every call.
+# The next call's replays wait for the event, as they may reuse memory the last graph's replays use.
+_graph_reuse: dict = {}  # device index -> (torch.cuda.Stream, torch.cuda.CUDAGraph, torch.cuda.Event)
 
 
-def _replay_iterations(iteration, mean, std, best_value, best_x, history, maximize, generator) -> None:
-    """cem_minimize's iterations 1 .. n_iters - 1 as replays of one captured iteration, which writes its results
-    into the loop's tensors in place (mean, std, the best so far, history at a step counter on the device).
-    Iteration 0 has run: it warmed fn and the ops up, as a capture needs."""
+def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResult, maximize: bool) -> None:
+    """cem_minimize's iterations 1 .. n_iters - 1 with each refit a replay of one captured refit, which writes into
+    result's tensors in place (history at a step counter on the device). Iteration 0 has run: it warmed the ops
+    up, as a capture needs, and gave the scores' dtype."""
+    mean, std, best_x, best_value, history = result
     device = history.device
+    static_scores = torch.empty_like(scores, memory_format=torch.contiguous_format)
     step = torch.ones(1, dtype=torch.int64, device=device)
 
     def captured():
-        value, x, new_mean, new_std = iteration(mean, std)
+        value, x, new_mean, new_std = refit(static_scores, mean, std)
         new_best_value, new_best_x = _keep_best(best_value, best_x, value, x, maximize)
         best_value.copy_(new_best_value)
         best_x.copy_(new_best_x)
@@ -282,33 +290,24 @@ def _replay_iterations(iteration, mean, std, best_value, best_x, history, maximi
         std.copy_(new_std)
 
     with torch.cuda.device(device):
-        stream, previous = _graph_reuse.get(device.index, (None, None))
-        stream = stream or torch.cuda.Stream()
+        stream, previous, previous_done = _graph_reuse.get(device.index) or (torch.cuda.Stream(), None, None)
         graph = torch.cuda.CUDAGraph()
-        if generator is not None:
-            graph.register_generator_state(generator)  # a generator of the caller's must be known to the graph
-        caller = torch.cuda.current_stream()
-        stream.wait_stream(caller)  # iteration 0 and the tensors above
+        stream.wait_stream(torch.cuda.current_stream())  # the tensors above exist
         # capture_begin/end, not torch.cuda.graph: that one also empties the caching allocator's cache
         with torch.cuda.stream(stream):
-            graph.capture_begin(*(() if previous is None else (previous.pool(),)), capture_error_mode="thread_local")
+            graph.capture_begin(*(() if previous is None else (previous.pool(),)))
             try:
                 captured()
-            except BaseException as error:
-                try:
-                    graph.capture_end()  # ends the capture, so the stream works again
-                except RuntimeError:
-                    pass  # the capture was invalidated: that is the error raised below
-                if not isinstance(error, RuntimeError):
-                    raise
-                raise RuntimeError(f"cem_minimize(cuda_graph=True) could not capture an iteration in a CUDA graph: "
-                                   f"fn must not sync with the host (.item(), printing a tensor, data-dependent "
-                                   f"shapes); {type(error).__name__}: {error}") from error
-            graph.capture_end()
-            _graph_reuse[device.index] = (stream, graph)
-            for _ in range(history.shape[0] - 1):
-                graph.replay()
-        caller.wait_stream(stream)  # the results, for whatever the caller runs next
+            finally:
+                graph.capture_end()
+        if previous_done is not None:
+            torch.cuda.current_stream().wait_event(previous_done)
+        for _ in range(history.shape[0] - 1):
+            static_scores.copy_(draw_and_score(mean, std))
+            graph.replay()
+        done = torch.cuda.Event()
+        done.record()
+        _graph_reuse[device.index] = (stream, graph, done)
 
 
 def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,

@@ -1,0 +1,3 @@
+# Session 50, call 3: test_sampling with xdist (full tracebacks) and in one process (the graph tests): a failed
+# capture of fn (.item()) left torch's default generator and the allocator in capture mode for later tests.
+export PYTHONPATH=. JITKERNELS_CACHE=/tmp/jitkernels-cache; timeout 250 python3 -m pytest -q -p no:cacheprovider -n 8 --tb=long tests/test_sampling.py > $OUT/pytest_full.log 2>&1; tail -8 $OUT/pytest_full.log; timeout 200 python3 -m pytest -q -p no:cacheprovider -p no:xdist --tb=short tests/test_sampling.py -k "graph or capture or cem_minimize or zero" > $OUT/pytest_seq.log 2>&1; tail -8 $OUT/pytest_seq.log
