@@ -218,10 +218,10 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     std: a (d,) tensor like mean, or a number for every dimension. generator (keyword-only): as normal's.
     cuda_graph (keyword-only): on CUDA, the loop's own work after fn (the best row, the best so far, the
     history and cem_update: ~13 ops) is captured once and replayed each iteration as one CUDA graph, so an
-    iteration costs little more than its kernels' time (about 2x faster at d = 1000, 8192 samples:
-    examples/cem_optimize.py). The draws and fn run as usual, so fn may be anything, host syncs included,
-    and the results are the same numbers as without it. No effect on the CPU, under torch.compile or inside
-    a capture the caller runs.
+    iteration costs little more than its kernels' time (d = 1000, 8192 samples, 200 iterations on an H200:
+    94 us an iteration against 272-290 us without it; examples/cem_optimize.py). The draws and fn run as
+    usual, so fn may be anything, host syncs included, and the results are the same numbers as without it.
+    No effect on the CPU, under torch.compile or inside a capture the caller runs.
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)
