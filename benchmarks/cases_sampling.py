@@ -60,4 +60,18 @@ def cases(device: str, small: bool = False) -> list[Case]:
         ours=ours_iter, reference=ref_iter, args=(torch.zeros(d, device=device), torch.ones(d, device=device)),
         bytes=n * d * 4 * 2, note="normal + rastrigin + cem_update", random=True,
     ))
+
+    # the whole loop, 20 iterations on Rastrigin, host time included: ours with and without cuda_graph (a CUDA
+    # graph of the refit) against the plain-PyTorch loop; torch.compile of a 20-iteration loop would unroll it
+    # (cem_iteration above is the compiled comparison)
+    n, d, n_elite, iters = (500, 20, 50, 3) if small else (8192, 1000, 819, 20)
+    for cuda_graph in (False, True):
+        out.append(Case(
+            family="sampling", op=f"cem_minimize{' cuda_graph' if cuda_graph else ''}",
+            shape=f"n={n} d={d} elite={n_elite} iters={iters}", dtype="float32",
+            ours=lambda m, sd, g=cuda_graph: fam.cem_minimize(ref.rastrigin, m, sd, n, n_elite, iters, cuda_graph=g),
+            reference=lambda m, sd: ref.cem_minimize(ref.rastrigin, m, sd, n, n_elite, iters),
+            args=(torch.zeros(d, device=device), torch.ones(d, device=device)), compile=False,
+            bytes=iters * n * d * 4 * 2, note="the loop: normal + rastrigin + refit per iteration", random=True,
+        ))
     return out

@@ -534,32 +534,54 @@ def test_cuda_graph_capture():
 
 # ---------------------------------------------------------------- cem_minimize(cuda_graph=True)
 
-def _cem_run(device, n_iters=12, fn=None, **options):
+def _cem_run(device, n_iters=12, fn=None, dtype=torch.float32, **options):
     """A small CEM run with its own generator."""
     def objective(x):
         return ((x - 0.5) ** 2).sum(-1) + x[:, 0].sin()
 
     generator = torch.Generator(device=device).manual_seed(5)
-    mean = torch.linspace(-1, 1, 12, device=device)
+    mean = torch.linspace(-1, 1, 12, device=device, dtype=dtype)
     return fam.cem_minimize(fn or objective, mean, 0.8, 300, 30, n_iters, smoothing=0.2, min_std=1e-3,
                             generator=generator, **options)
+
+
+def _nan_first_population():
+    """An objective whose first population scores all NaN (the best so far must then move off NaN)."""
+    calls = []
+
+    def fn(x):
+        calls.append(1)
+        value = ((x.float() - 0.5) ** 2).sum(-1)
+        return torch.full_like(value, float("nan")) if len(calls) == 1 else value
+    return fn
 
 
 @needs_graphs
 @pytest.mark.parametrize("maximize", [False, True])
 @pytest.mark.parametrize("n_iters", [1, 2, 12])
-def test_cem_minimize_with_cuda_graph_gives_the_same_numbers(device, maximize, n_iters, monkeypatch):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_cem_minimize_with_cuda_graph_gives_the_same_numbers(device, maximize, n_iters, dtype, monkeypatch):
     """cuda_graph replays one captured refit: the same numbers, bit for bit (on the CPU it has no effect). On CUDA
     cem_update runs twice whatever n_iters (iteration 0 and the capture): the replays do run, the loop did not
     quietly run eagerly."""
-    want = _cem_run(device, n_iters, maximize=maximize)
+    want = _cem_run(device, n_iters, maximize=maximize, dtype=dtype)
     calls = []
     cem_update = fam.module.cem_update
     monkeypatch.setattr(fam.module, "cem_update", lambda *args: calls.append(1) or cem_update(*args))
-    got = _cem_run(device, n_iters, maximize=maximize, cuda_graph=True)
+    got = _cem_run(device, n_iters, maximize=maximize, dtype=dtype, cuda_graph=True)
     for name, g, w in zip(fam.CEMResult._fields, got, want):
         assert torch.equal(g, w), name
     assert len(calls) == (min(n_iters, 2) if device == "cuda" else n_iters)
+
+
+@needs_graphs
+@needs_cuda
+def test_cem_minimize_with_cuda_graph_moves_off_a_first_population_scored_nan():
+    want = _cem_run("cuda", 5, _nan_first_population())
+    got = _cem_run("cuda", 5, _nan_first_population(), cuda_graph=True)
+    assert torch.isfinite(got.best_value) and got.best_value == got.history[1:].min()
+    for name, g, w in zip(fam.CEMResult._fields, got, want):
+        assert torch.equal(g.nan_to_num(), w.nan_to_num()), name
 
 
 @needs_graphs
