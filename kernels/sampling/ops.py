@@ -222,7 +222,8 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     94 us an iteration against 272-290 us without it; examples/cem_optimize.py). The draws and fn run as
     usual, so fn may be anything, host syncs included, and the results are the same numbers as without it.
     The last graph of each device is kept, and the next call reuses its memory pool (the refit's temporaries:
-    ~16 bytes a sample). No effect on the CPU, under torch.compile or inside a capture the caller runs.
+    ~16 bytes a sample, plus cem_update's scratch). No effect on the CPU, under torch.compile or inside a
+    capture the caller runs.
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)
