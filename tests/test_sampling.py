@@ -545,13 +545,13 @@ def _cem_run(device, n_iters=12, fn=None, dtype=torch.float32, **options):
                             generator=generator, **options)
 
 
-def _nan_first_population():
-    """An objective whose first population scores all NaN (the best so far must then move off NaN)."""
+def _nan_first_population(target=0.5):
+    """A sphere around `target` whose first population scores all NaN (the best so far must then move off NaN)."""
     calls = []
 
     def fn(x):
         calls.append(1)
-        value = ((x.float() - 0.5) ** 2).sum(-1)
+        value = ((x.float() - target) ** 2).sum(-1)
         return torch.full_like(value, float("nan")) if len(calls) == 1 else value
     return fn
 
@@ -788,14 +788,7 @@ def test_cem_update_an_infinite_first_elite_value_gives_an_infinite_mean(device,
 
 def test_cem_minimize_recovers_from_a_first_population_scored_nan():
     """A NaN best loses to any number (NaN ranks last): it had stuck for the whole run."""
-    calls = [0]
-
-    def fn(x):
-        calls[0] += 1
-        value = ((x - 1) ** 2).sum(-1)
-        return torch.full_like(value, float("nan")) if calls[0] == 1 else value
-
-    result = fam.cem_minimize(fn, torch.zeros(2), torch.ones(2), 20, 5, 5, generator=torch.Generator().manual_seed(0))
+    result = fam.cem_minimize(_nan_first_population(1.0), torch.zeros(2), torch.ones(2), 20, 5, 5, generator=torch.Generator().manual_seed(0))
     assert torch.isfinite(result.best_value)
     assert result.best_value == result.history[1:].min()
     torch.testing.assert_close(((result.best_x - 1) ** 2).sum(), result.best_value)
