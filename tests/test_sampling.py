@@ -616,6 +616,33 @@ def test_cem_minimize_with_cuda_graph_takes_a_fn_that_syncs_with_the_host():
 
 @needs_graphs
 @needs_cuda
+def test_cem_minimize_with_cuda_graph_keeps_the_graph_of_a_call_whose_fn_raised():
+    """A raise from fn between replays leaves replays queued that use the shared memory pool: the next call's
+    must wait for them, so the failed call's graph and its event become the ones kept (they were not: the next
+    call waited only for the call before it)."""
+    def fails_on_third_call():
+        calls = []
+
+        def fn(x):
+            calls.append(1)
+            if len(calls) == 3:
+                raise ValueError("objective failed")
+            return ((x - 0.5) ** 2).sum(-1)
+        return fn
+
+    _cem_run("cuda", 4, cuda_graph=True)
+    kept = fam.module._graph_reuse[torch.cuda.current_device()]
+    with pytest.raises(ValueError, match="objective failed"):
+        _cem_run("cuda", 6, fails_on_third_call(), cuda_graph=True)
+    now = fam.module._graph_reuse[torch.cuda.current_device()]
+    assert now[1] is not kept[1] and now[2] is not kept[2]
+    got, want = _cem_run("cuda", 5, cuda_graph=True), _cem_run("cuda", 5)  # and the next call is still right
+    for name, g, w in zip(fam.CEMResult._fields, got, want):
+        assert torch.equal(g, w), name
+
+
+@needs_graphs
+@needs_cuda
 def test_cem_minimize_with_cuda_graph_reuses_its_memory_from_call_to_call():
     """Each capture shares the previous one's memory pool. A pool per call stays reserved until an out-of-memory
     retry or empty_cache, so a planner calling cem_minimize every step would grow by the captured refit's

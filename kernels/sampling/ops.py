@@ -304,12 +304,14 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
                 graph.capture_end()
         if previous_done is not None:
             torch.cuda.current_stream().wait_event(previous_done)
-        for _ in range(history.shape[0] - 1):
-            static_scores.copy_(draw_and_score(mean, std))
-            graph.replay()
-        done = torch.cuda.Event()
-        done.record()
-        _graph_reuse[device.index] = (stream, graph, done)
+        try:
+            for _ in range(history.shape[0] - 1):
+                static_scores.copy_(draw_and_score(mean, std))
+                graph.replay()
+        finally:  # also when fn raises: the replays already queued use the shared pool, so the next call waits on them
+            done = torch.cuda.Event()
+            done.record()
+            _graph_reuse[device.index] = (stream, graph, done)
 
 
 def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,
