@@ -1,0 +1,11 @@
+# Session 51, call 1: the GPU suite's first half (every file but the six biggest kernel suites), verbose:
+# session 50's cuda_graph tests not yet run on a GPU (float64/bfloat16, NaN-first, the new raising-fn test)
+# and test_audit under its own time limit.
+set -u; unset PYTHONDONTWRITEBYTECODE
+echo "tree: $(cat commit.txt)" > $OUT/tree.txt
+STEPS="build" OUT=$OUT timeout 120 bash tools/gpu_check.sh > /dev/null; rm -f $OUT/build_*.log
+export PYTHONPATH=. JITKERNELS_CACHE=/tmp/jitkernels-cache
+FILES=$(ls tests/test_*.py | grep -v -E "test_(ebm|linalg|diffusion|autograd|fused|determinism)\.py")
+timeout 460 python3 -m pytest -v -p no:cacheprovider -n 8 --durations=25 --timeout=300 -m "not large" $FILES > $OUT/pytest.log 2>&1
+grep -E "FAILED|ERROR|passed|failed" $OUT/pytest.log | tail -15
+grep -n "^E " $OUT/pytest.log | head -20; grep -c PASSED $OUT/pytest.log; gzip -f $OUT/pytest.log
