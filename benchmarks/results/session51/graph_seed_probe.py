@@ -1,0 +1,45 @@
+"""Session 51: test_determinism's graph test failed once for normal_bf16 ("replays ignore the seed": the first
+replay after manual_seed(3) gave other numbers than the first replay after the next manual_seed(3)). Is it our
+op or torch's replay? The test's sequence, many times per op, for ours and for torch.randn, with and without a
+synchronize after each replay; prints the mismatch counts."""
+import sys
+
+import torch
+
+sys.path.insert(0, "tests")
+from test_determinism import _flat, _random_ops  # noqa: E402
+
+TRIALS = 40
+
+
+def sequence(call, sync):
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call()
+
+    def replay():
+        graph.replay()
+        if sync:
+            torch.cuda.synchronize()
+        return _flat(out).clone()
+
+    torch.manual_seed(3)
+    first, second = replay(), replay()
+    torch.manual_seed(3)
+    again_first, again_second = replay(), replay()
+    graph.reset()
+    return (not torch.equal(first, again_first)) or (not torch.equal(second, again_second))
+
+
+ops = _random_ops("cuda")
+ops["torch.randn"] = lambda: torch.randn(100, 8, device="cuda")
+ops["torch.randn_bf16"] = lambda: torch.randn(100, 8, device="cuda", dtype=torch.bfloat16)
+for name in ["normal", "normal_bf16", "torch.randn", "torch.randn_bf16", "ddpm_step", "langevin_step"]:
+    for sync in (False, True):
+        bad = sum(sequence(ops[name], sync) for _ in range(TRIALS))
+        print(f"{name:18s} sync={sync!s:5s}: {bad}/{TRIALS} sequences where a replay after manual_seed differed", flush=True)
