@@ -1,7 +1,8 @@
 """Session 51: test_determinism's graph test failed once for normal_bf16 ("replays ignore the seed": the first
 replay after manual_seed(3) gave other numbers than the first replay after the next manual_seed(3)). Is it our
 op or torch's replay? The test's sequence, many times per op, for ours and for torch.randn, with and without a
-synchronize after each replay; prints the mismatch counts."""
+synchronize after each replay, and (busy=True, call 4) with the GPU kept ~10 ms behind the host by
+torch.cuda._sleep before each replay, as 12 test workers sharing the GPU may keep it; prints the mismatch counts."""
 import sys
 
 import torch
@@ -9,10 +10,10 @@ import torch
 sys.path.insert(0, "tests")
 from test_determinism import _flat, _random_ops  # noqa: E402
 
-TRIALS = 40
+TRIALS = int(sys.argv[sys.argv.index("--trials") + 1]) if "--trials" in sys.argv else 40
 
 
-def sequence(call, sync):
+def sequence(call, sync, busy=False):
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -23,6 +24,8 @@ def sequence(call, sync):
         out = call()
 
     def replay():
+        if busy:
+            torch.cuda._sleep(20_000_000)  # ~10 ms of spinning queued ahead of the replay
         graph.replay()
         if sync:
             torch.cuda.synchronize()
@@ -39,7 +42,9 @@ def sequence(call, sync):
 ops = _random_ops("cuda")
 ops["torch.randn"] = lambda: torch.randn(100, 8, device="cuda")
 ops["torch.randn_bf16"] = lambda: torch.randn(100, 8, device="cuda", dtype=torch.bfloat16)
+BUSY = "--busy" in sys.argv
 for name in ["normal", "normal_bf16", "torch.randn", "torch.randn_bf16", "ddpm_step", "langevin_step"]:
     for sync in (False, True):
-        bad = sum(sequence(ops[name], sync) for _ in range(TRIALS))
-        print(f"{name:18s} sync={sync!s:5s}: {bad}/{TRIALS} sequences where a replay after manual_seed differed", flush=True)
+        bad = sum(sequence(ops[name], sync, BUSY) for _ in range(TRIALS))
+        print(f"{name:18s} sync={sync!s:5s} busy={BUSY}: {bad}/{TRIALS} sequences where a replay after manual_seed differed",
+              flush=True)
