@@ -643,6 +643,39 @@ def test_cem_minimize_with_cuda_graph_keeps_the_graph_of_a_call_whose_fn_raised(
 
 @needs_graphs
 @needs_cuda
+def test_cem_minimize_with_cuda_graph_lets_other_threads_synchronize_during_its_capture(monkeypatch):
+    """The capture is cem_update's second call: another thread synchronizes the device meanwhile (a data loader,
+    a logger). Under the default capture mode ("global") that call failed and invalidated the capture."""
+    import threading
+
+    errors, calls = [], []
+    cem_update = fam.module.cem_update
+
+    def other_thread_synchronizes():
+        try:
+            torch.cuda.synchronize()
+        except RuntimeError as error:
+            errors.append(error)
+
+    def cem_update_meanwhile(*args):
+        calls.append(1)
+        if len(calls) == 2:  # inside the capture
+            assert torch.cuda.is_current_stream_capturing()
+            thread = threading.Thread(target=other_thread_synchronizes)
+            thread.start()
+            thread.join()
+        return cem_update(*args)
+
+    want = _cem_run("cuda", 6)
+    monkeypatch.setattr(fam.module, "cem_update", cem_update_meanwhile)
+    got = _cem_run("cuda", 6, cuda_graph=True)
+    assert errors == []
+    for name, g, w in zip(fam.CEMResult._fields, got, want):
+        assert torch.equal(g, w), name
+
+
+@needs_graphs
+@needs_cuda
 def test_cem_minimize_with_cuda_graph_reuses_its_memory_from_call_to_call():
     """Each capture shares the previous one's memory pool. A pool per call stays reserved until an out-of-memory
     retry or empty_cache, so a planner calling cem_minimize every step would grow by the captured refit's

@@ -295,9 +295,12 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
         stream, previous, previous_done = _graph_reuse.get(device.index) or (torch.cuda.Stream(), None, None)
         graph = torch.cuda.CUDAGraph()
         stream.wait_stream(torch.cuda.current_stream())  # the tensors above exist
-        # capture_begin/end, not torch.cuda.graph: that one also empties the caching allocator's cache
+        # capture_begin/end, not torch.cuda.graph: that one also empties the caching allocator's cache.
+        # thread_local: the capture restricts this thread only; the default ("global") made a CUDA call that
+        # cannot run during a capture (a synchronize, say) in any other thread of the process fail, and
+        # invalidated this capture.
         with torch.cuda.stream(stream):
-            graph.capture_begin(*(() if previous is None else (previous.pool(),)))
+            graph.capture_begin(None if previous is None else previous.pool(), capture_error_mode="thread_local")
             try:
                 captured()
             finally:

@@ -1,0 +1,13 @@
+# Session 51, call 6: cem_minimize's capture in thread_local mode; the cuda_graph tests, then the new thread test
+# against a mutant with the default ("global") mode, which it must fail.
+set -u; unset PYTHONDONTWRITEBYTECODE
+echo "tree: $(cat commit.txt)" > $OUT/tree.txt
+STEPS="build" FAMILIES="sampling ebm" OUT=$OUT timeout 120 bash tools/gpu_check.sh > /dev/null; rm -f $OUT/build_*.log
+export PYTHONPATH=. JITKERNELS_CACHE=/tmp/jitkernels-cache
+timeout 200 python3 -m pytest -v -p no:cacheprovider -n 4 tests/test_sampling.py -k "cuda_graph or cem_minimize" > $OUT/pytest.log 2>&1
+grep -E "FAILED|ERROR|passed|failed" $OUT/pytest.log | tail -8
+sed -i 's/capture_error_mode="thread_local"/capture_error_mode="global"/' kernels/sampling/ops.py
+grep -c 'capture_error_mode="global"' kernels/sampling/ops.py
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_sampling.py -k "other_threads" > $OUT/pytest_mutant.log 2>&1
+grep -E "^E |passed|failed" $OUT/pytest_mutant.log | head -8
+git checkout kernels/sampling/ops.py
