@@ -296,9 +296,9 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
         graph = torch.cuda.CUDAGraph()
         stream.wait_stream(torch.cuda.current_stream())  # the tensors above exist
         # capture_begin/end, not torch.cuda.graph: that one also empties the caching allocator's cache.
-        # thread_local: the capture restricts this thread only; the default ("global") made a CUDA call that
-        # cannot run during a capture (a synchronize, say) in any other thread of the process fail, and
-        # invalidated this capture.
+        # thread_local: the capture restricts this thread only; in the default mode ("global") a CUDA call that is
+        # unsafe during a capture (a cudaMalloc) in any other thread of the process failed. (A synchronize in another
+        # thread still invalidates it.)
         with torch.cuda.stream(stream):
             graph.capture_begin(None if previous is None else previous.pool(), capture_error_mode="thread_local")
             try:
