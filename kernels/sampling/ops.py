@@ -223,7 +223,8 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     usual, so fn may be anything, host syncs included, and the results are the same numbers as without it.
     The last graph of each device is kept, and the next call reuses its memory pool (the refit's temporaries:
     ~16 bytes a sample, plus cem_update's scratch). No effect on the CPU, under torch.compile or inside a
-    capture the caller runs.
+    capture the caller runs. Other threads may launch and allocate during the capture, but a device-wide
+    synchronize in one makes it fail (and torch 2.11 then leaves its CUDA generator unusable in the process).
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)
