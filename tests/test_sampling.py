@@ -678,6 +678,41 @@ def test_cem_minimize_with_cuda_graph_lets_other_threads_allocate_during_its_cap
 
 @needs_graphs
 @needs_cuda
+def test_cem_minimize_with_cuda_graph_says_why_its_capture_failed():
+    """A synchronize in another thread during the capture invalidates it (in any capture mode), and the error was
+    a bare "operation failed due to a previous error during capture" from inside cem_update. In a subprocess: torch
+    2.11 leaves its CUDA generator in capture mode after a failed capture."""
+    import os, subprocess, sys, textwrap
+    code = textwrap.dedent("""
+        import threading
+        import torch
+        import loader
+        fam = loader.load("sampling")
+        calls, cem_update = [], fam.module.cem_update
+
+        def cem_update_meanwhile(*args):
+            calls.append(1)
+            if len(calls) == 2:  # inside the capture
+                thread = threading.Thread(target=torch.cuda.synchronize)
+                thread.start()
+                thread.join()
+            return cem_update(*args)
+
+        fam.module.cem_update = cem_update_meanwhile
+        try:
+            fam.cem_minimize(lambda x: (x * x).sum(-1), torch.zeros(4, device="cuda"), 1.0, 64, 8, 4, cuda_graph=True)
+        except RuntimeError as error:
+            print(error)
+        """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(__file__)),
+                         capture_output=True, text=True, timeout=600)
+    assert "cem_minimize(cuda_graph=True) could not capture its refit as a CUDA graph" in out.stdout, (
+        out.stdout[-2000:] + out.stderr[-2000:])
+    assert "synchronize in another thread" in out.stdout and "cuda_graph=False" in out.stdout
+
+
+@needs_graphs
+@needs_cuda
 def test_cem_minimize_with_cuda_graph_reuses_its_memory_from_call_to_call():
     """Each capture shares the previous one's memory pool. A pool per call stays reserved until an out-of-memory
     retry or empty_cache, so a planner calling cem_minimize every step would grow by the captured refit's

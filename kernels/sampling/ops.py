@@ -303,9 +303,16 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
         with torch.cuda.stream(stream):
             graph.capture_begin(None if previous is None else previous.pool(), capture_error_mode="thread_local")
             try:
-                captured()
-            finally:
-                graph.capture_end()
+                try:
+                    captured()
+                finally:
+                    graph.capture_end()
+            except RuntimeError as error:  # the CUDA error alone named a kernel inside cem_update
+                raise RuntimeError(
+                    f"cem_minimize(cuda_graph=True) could not capture its refit as a CUDA graph "
+                    f"({str(error).splitlines()[0]}); one cause is a device-wide synchronize in another thread during "
+                    f"the capture. torch may have left its CUDA generator unusable in this process (\"Offset increment "
+                    f"outside graph capture\"): pass cuda_graph=False, or keep such threads off the option") from error
         if previous_done is not None:
             torch.cuda.current_stream().wait_event(previous_done)
         try:
