@@ -4,6 +4,9 @@
 # the examples; results go under $OUT (default ./gpu_out), to be committed as benchmarks/results/.
 #   STEPS="build diag tests large bench load examples sanitize stress multi" (default: the first seven),
 #   FAMILIES="fused ebm" (default: all), PYTEST_ARGS=... (default: the whole suite but `large`).
+#   TEST_HALF=1 or 2: the tests step runs half the files (2: the six biggest kernel suites, 1: the rest). The whole
+#   suite takes over 10 minutes on an H200 host, a device call's limit; each half took 5-7 minutes with
+#   TEST_WORKERS=8 (session 51).
 #   large: the >2^31-element tests, alone (memory). sanitize: tools/sanitize.sh. stress: 8 processes
 #   building every real family on an empty cache. multi: the
 #   torch.distributed example on every GPU of the host (run it on a machine with 2 or more).
@@ -36,8 +39,14 @@ for step in $STEPS; do
       wait
       cat "$OUT"/build_*.log | tee -a "$LOG"
       grep -q "BuildError\|Traceback" "$OUT"/build_*.log && status=1 ;;
-    tests) $PY -m pytest -v -p no:cacheprovider --durations=15 --timeout=300 -n ${TEST_WORKERS:-4} -m "not large" \
-             ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log" | grep -E "FAILED|ERROR|passed|failed|sweep" | tail -40 \
+    tests) big="test_(ebm|linalg|diffusion|autograd|fused|determinism)\.py"
+           case ${TEST_HALF:-} in
+             1) files=$(ls tests/test_*.py | grep -v -E "$big") ;;
+             2) files=$(ls tests/test_*.py | grep -E "$big") ;;
+             *) files= ;;
+           esac
+           $PY -m pytest -v -p no:cacheprovider --durations=15 --timeout=300 -n ${TEST_WORKERS:-4} -m "not large" \
+             $files ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log" | grep -E "FAILED|ERROR|passed|failed|sweep" | tail -40 \
              || status=1 ;;
     large) $PY -m pytest -v -p no:cacheprovider -p no:xdist --timeout=300 -m large 2>&1 | tee "$OUT/pytest_large.log" \
              | grep -E "PASS|FAIL|SKIP|ERROR|passed|failed" | tail -10 || status=1 ;;
