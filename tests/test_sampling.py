@@ -545,6 +545,12 @@ def _cem_run(device, n_iters=12, fn=None, dtype=torch.float32, **options):
                             generator=generator, **options)
 
 
+def _assert_same_result(got, want):
+    """Every field of two CEMResults equal, bit for bit."""
+    for name, g, w in zip(fam.CEMResult._fields, got, want):
+        assert torch.equal(g, w), name
+
+
 def _nan_first_population(target=0.5):
     """A sphere around `target` whose first population scores all NaN (the best so far must then move off NaN)."""
     calls = []
@@ -569,8 +575,7 @@ def test_cem_minimize_with_cuda_graph_gives_the_same_numbers(device, maximize, n
     cem_update = fam.module.cem_update
     monkeypatch.setattr(fam.module, "cem_update", lambda *args: calls.append(1) or cem_update(*args))
     got = _cem_run(device, n_iters, maximize=maximize, dtype=dtype, cuda_graph=True)
-    for name, g, w in zip(fam.CEMResult._fields, got, want):
-        assert torch.equal(g, w), name
+    _assert_same_result(got, want)
     assert len(calls) == (min(n_iters, 2) if device == "cuda" else n_iters)
 
 
@@ -594,8 +599,7 @@ def test_cem_minimize_with_cuda_graph_advances_the_default_generator_as_the_loop
         return result, torch.randn(4, device="cuda")  # the draws after the loop: the generator's offset
 
     (want, after_want), (got, after_got) = run(False), run(True)
-    for name, g, w in zip(fam.CEMResult._fields, got, want):
-        assert torch.equal(g, w), name
+    _assert_same_result(got, want)
     assert torch.equal(after_got, after_want)
 
 
@@ -610,8 +614,7 @@ def test_cem_minimize_with_cuda_graph_takes_a_fn_that_syncs_with_the_host():
 
     want = _cem_run("cuda", 4, syncing)
     got = _cem_run("cuda", 4, syncing, cuda_graph=True)
-    for name, g, w in zip(fam.CEMResult._fields, got, want):
-        assert torch.equal(g, w), name
+    _assert_same_result(got, want)
 
 
 @needs_graphs
@@ -637,8 +640,7 @@ def test_cem_minimize_with_cuda_graph_keeps_the_graph_of_a_call_whose_fn_raised(
     now = fam.module._graph_reuse[torch.cuda.current_device()]
     assert now[1] is not kept[1] and now[2] is not kept[2]
     got, want = _cem_run("cuda", 5, cuda_graph=True), _cem_run("cuda", 5)  # and the next call is still right
-    for name, g, w in zip(fam.CEMResult._fields, got, want):
-        assert torch.equal(g, w), name
+    _assert_same_result(got, want)
 
 
 @needs_graphs
@@ -672,8 +674,7 @@ def test_cem_minimize_with_cuda_graph_lets_other_threads_allocate_during_its_cap
     monkeypatch.setattr(fam.module, "cem_update", cem_update_meanwhile)
     got = _cem_run("cuda", 6, cuda_graph=True)
     assert errors == []
-    for name, g, w in zip(fam.CEMResult._fields, got, want):
-        assert torch.equal(g, w), name
+    _assert_same_result(got, want)
 
 
 @needs_graphs
