@@ -7,6 +7,7 @@ cem_minimize: the whole CEM loop for any batched objective.
 Shapes for fake tensors (torch.compile, opcheck) come from the ops' Meta kernels in sampling.cpp.
 """
 import math
+import warnings
 from typing import Callable, NamedTuple
 
 import torch
@@ -224,7 +225,7 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     The last graph of each device is kept, and the next call reuses its memory pool (the refit's temporaries:
     ~16 bytes a sample, plus cem_update's scratch). No effect on the CPU, under torch.compile or inside a
     capture the caller runs. Other threads may launch and allocate during the capture, but a device-wide
-    synchronize in one makes it fail (and torch 2.11 then leaves its CUDA generator unusable in the process).
+    synchronize in one makes it fail: that call raises, and the process stays usable (the next call captures anew).
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)
@@ -294,6 +295,7 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
 
     with torch.cuda.device(device):
         stream, previous, previous_done = _graph_reuse.get(device.index) or (torch.cuda.Stream(), None, None)
+        pool = torch.cuda.graph_pool_handle() if previous is None else previous.pool()
         graph = torch.cuda.CUDAGraph()
         stream.wait_stream(torch.cuda.current_stream())  # the tensors above exist
         # capture_begin/end, not torch.cuda.graph: that one also empties the caching allocator's cache.
@@ -301,18 +303,18 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
         # unsafe during a capture (a cudaMalloc) in any other thread of the process failed. (A synchronize in another
         # thread still invalidates it.)
         with torch.cuda.stream(stream):
-            graph.capture_begin(None if previous is None else previous.pool(), capture_error_mode="thread_local")
+            graph.capture_begin(pool, capture_error_mode="thread_local")
             try:
                 try:
                     captured()
                 finally:
                     graph.capture_end()
             except RuntimeError as error:  # the CUDA error alone named a kernel inside cem_update
+                _undo_failed_capture(device.index, pool)
                 raise RuntimeError(
                     f"cem_minimize(cuda_graph=True) could not capture its refit as a CUDA graph "
                     f"({str(error).splitlines()[0]}); one cause is a device-wide synchronize in another thread during "
-                    f"the capture. torch may have left its CUDA generator unusable in this process (\"Offset increment "
-                    f"outside graph capture\"): pass cuda_graph=False, or keep such threads off the option") from error
+                    f"the capture. The process is left usable: retry, or pass cuda_graph=False") from error
         if previous_done is not None:
             torch.cuda.current_stream().wait_event(previous_done)
         try:
@@ -323,6 +325,23 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
             done = torch.cuda.Event()
             done.record()
             _graph_reuse[device.index] = (stream, graph, done)
+
+
+def _undo_failed_capture(device_index: int, pool) -> None:
+    """Undoes what a capture whose capture_end raised leaves behind. torch (2.11) raises before it ends the capture's
+    allocations to its memory pool and before it takes its CUDA generator out of capture mode: every later
+    allocation into that pool, and every later draw in the process ("Offset increment outside graph capture"),
+    then failed. An empty capture's end does the generator's part."""
+    try:
+        torch._C._cuda_endAllocateToPool(device_index, pool)
+    except RuntimeError:  # capture_end got that far: it ended the pool's allocations and the generator's capture
+        return
+    torch._C._cuda_releasePool(device_index, pool)  # the failed graph's hold on the pool, which it never releases
+    empty = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(torch.cuda.Stream()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
+        empty.capture_begin(capture_error_mode="thread_local")
+        empty.capture_end()
 
 
 def distributed_cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor, std: torch.Tensor,
