@@ -266,12 +266,13 @@ def _capturing() -> bool:
     return torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing()
 
 
-# Per CUDA device: the stream cem_minimize(cuda_graph=True) captures on, the last graph it captured, whose memory
-# pool the next capture shares (torch's graph.pool()), and an event after that graph's last replay. A graph of its
-# own per call would leave one pool per call behind, which the caching allocator frees only on an out-of-memory
-# retry or empty_cache: a planner calling cem_minimize every step would grow its reserved memory at every call.
-# The next call's replays wait for the event, as they may reuse memory the last graph's replays use.
-_graph_reuse: dict = {}  # device index -> (torch.cuda.Stream, torch.cuda.CUDAGraph, torch.cuda.Event)
+# Per CUDA device: the stream cem_minimize(cuda_graph=True) captures on, the last graph it captured, an event after
+# that graph's last replay, and the memory pool the next capture shares (the last graph's: torch's graph.pool()). A
+# graph of its own per call would leave one pool per call behind, which the caching allocator frees only on an
+# out-of-memory retry or empty_cache: a planner calling cem_minimize every step would grow its reserved memory at every
+# call. The next call's replays wait for the event, as they may reuse memory the last graph's replays use.
+_graph_reuse: dict = {}  # device index -> (torch.cuda.Stream, torch.cuda.CUDAGraph | None, torch.cuda.Event | None, pool)
+_failed_captures: list = []  # kept alive: torch's allocators may still hold a filter that points to them
 
 
 def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResult, maximize: bool) -> None:
@@ -294,8 +295,8 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
         std.copy_(new_std)
 
     with torch.cuda.device(device):
-        stream, previous, previous_done = _graph_reuse.get(device.index) or (torch.cuda.Stream(), None, None)
-        pool = torch.cuda.graph_pool_handle() if previous is None else previous.pool()
+        stream, previous, previous_done, pool = _graph_reuse.get(device.index) or (
+            torch.cuda.Stream(), None, None, torch.cuda.graph_pool_handle())
         graph = torch.cuda.CUDAGraph()
         stream.wait_stream(torch.cuda.current_stream())  # the tensors above exist
         # capture_begin/end, not torch.cuda.graph: that one also empties the caching allocator's cache.
@@ -310,7 +311,8 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
                 finally:
                     graph.capture_end()
             except RuntimeError as error:  # the CUDA error alone named a kernel inside cem_update
-                _undo_failed_capture(device.index, pool)
+                _undo_failed_capture(device.index, graph, pool)
+                _graph_reuse[device.index] = (stream, previous, previous_done, torch.cuda.graph_pool_handle())
                 raise RuntimeError(
                     f"cem_minimize(cuda_graph=True) could not capture its refit as a CUDA graph "
                     f"({str(error).splitlines()[0]}); one cause is a device-wide synchronize in another thread during "
@@ -324,20 +326,23 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
         finally:  # also when fn raises: the replays already queued use the shared pool, so the next call waits on them
             done = torch.cuda.Event()
             done.record()
-            _graph_reuse[device.index] = (stream, graph, done)
+            _graph_reuse[device.index] = (stream, graph, done, pool)
 
 
-def _undo_failed_capture(device_index: int, pool) -> None:
-    """Undoes what a capture whose capture_end raised leaves behind. torch (2.11) raises before it ends the capture's
-    allocations to its memory pool and before it takes its CUDA generator out of capture mode: every later
-    allocation into that pool, and every later draw in the process ("Offset increment outside graph capture"),
-    then failed. An empty capture's end does the generator's part."""
+def _undo_failed_capture(device_index: int, graph: torch.cuda.CUDAGraph, pool) -> None:
+    """What a capture whose capture_end raised leaves behind, undone as far as torch's Python API allows. torch
+    (2.11, session 52 call 2) raises before it ends the capture's recording into its memory pool and before it takes
+    its CUDA generator out of capture mode, so that every later draw in the process raised "Offset increment outside
+    graph capture". The caller moves on to a fresh pool: the pinned-memory allocator's recording into this one has
+    no Python API to end it, and would refuse the next capture into it ("already recording to mempool_id")."""
+    # Each allocator's recording calls a filter that points to the graph: it must outlive them.
+    _failed_captures.append(graph)
     try:
         torch._C._cuda_endAllocateToPool(device_index, pool)
-    except RuntimeError:  # capture_end got that far: it ended the pool's allocations and the generator's capture
+    except RuntimeError:  # capture_end got that far: it ended the recording and the generator's capture
         return
     torch._C._cuda_releasePool(device_index, pool)  # the failed graph's hold on the pool, which it never releases
-    empty = torch.cuda.CUDAGraph()
+    empty = torch.cuda.CUDAGraph()  # its capture_end takes the generator out of capture mode
     with torch.cuda.stream(torch.cuda.Stream()), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "The CUDA Graph is empty"
         empty.capture_begin(capture_error_mode="thread_local")
