@@ -679,15 +679,16 @@ def test_cem_minimize_with_cuda_graph_lets_other_threads_allocate_during_its_cap
 
 @needs_graphs
 @needs_cuda
-def test_cem_minimize_with_cuda_graph_says_why_its_capture_failed_and_leaves_the_process_usable():
-    """A synchronize in another thread during the capture invalidates it (in any capture mode), and the error was
-    a bare "operation failed due to a previous error during capture" from inside cem_update. torch 2.11 then also
-    left its CUDA generator in capture mode (every later draw raised "Offset increment outside graph capture") and
-    the shared memory pool recording the failed capture (the next capture into it raised "already recording"):
-    cem_minimize undoes both. In a subprocess, as a failure to undo them would spoil this process."""
+def test_cem_minimize_with_cuda_graph_warns_when_its_capture_fails_and_runs_without_it():
+    """A synchronize in another thread during the capture invalidates it (in any capture mode). The call raised a
+    bare "operation failed due to a previous error during capture" from inside cem_update, and torch 2.11 left its
+    CUDA generator in capture mode (every later draw in the process raised "Offset increment outside graph capture")
+    and the shared memory pool recording the failed capture (the next capture into it raised "already recording").
+    Now the call warns and finishes without the graph, with the numbers of cuda_graph=False, and later draws and
+    captures work. In a subprocess, as a failure to undo torch's state would spoil this process."""
     import os, subprocess, sys, textwrap
     code = textwrap.dedent("""
-        import threading
+        import threading, warnings
         import torch
         import loader
         fam = loader.load("sampling")
@@ -706,27 +707,35 @@ def test_cem_minimize_with_cuda_graph_says_why_its_capture_failed_and_leaves_the
             return fam.cem_minimize(lambda x: (x * x).sum(-1), torch.zeros(4, device="cuda"), 1.0, 64, 8, 4,
                                     cuda_graph=cuda_graph)
 
+        def same(a, b):
+            return all(torch.equal(x, y) for x, y in zip(a, b))
+
         fam.module.cem_update = cem_update_meanwhile
         run(True)  # a graph whose memory pool the failing capture shares
         for _ in range(2):  # twice: the first failure's undoing must leave the next capture free to fail and undo too
             sync_in_the_capture.append(1)
-            try:
-                run(True)
-            except RuntimeError as error:
-                print(error)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fallen_back = run(True)
+            print("warned:", " | ".join(str(w.message) for w in caught if w.category is RuntimeWarning))
+            plain = run(False)
+            print("without the graph, the same numbers:", same(fallen_back, plain))
             print("draws:", torch.randn(1000, device="cuda").std().item())
-            graphed, plain = run(True), run(False)
-            print("same as without the graph:", all(torch.equal(a, b) for a, b in zip(graphed, plain)))
+            print("graphed again, the same numbers:", same(run(True), plain))
         """)
     out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(__file__)),
                          capture_output=True, text=True, timeout=600)
     said = out.stdout[-2000:] + out.stderr[-2000:]
-    assert "cem_minimize(cuda_graph=True) could not capture its refit as a CUDA graph" in out.stdout, said
-    assert "synchronize in another thread" in out.stdout and "cuda_graph=False" in out.stdout, said
-    assert out.stdout.count("could not capture its refit") == 2, said
+    assert out.returncode == 0, said
+    warned = [line for line in out.stdout.splitlines() if line.startswith("warned:")]
+    assert len(warned) == 2, said
+    for line in warned:
+        assert "could not capture its refit as a CUDA graph" in line and "runs without it" in line, said
+        assert "synchronize in another thread" in line, said
+    assert out.stdout.count("without the graph, the same numbers: True") == 2, said
     draws = [float(part.split()[0]) for part in out.stdout.split("draws: ")[1:]]
     assert len(draws) == 2 and all(0.9 < d < 1.1 for d in draws), said
-    assert out.stdout.count("same as without the graph: True") == 2, said
+    assert out.stdout.count("graphed again, the same numbers: True") == 2, said
 
 
 @needs_graphs

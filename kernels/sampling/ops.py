@@ -225,7 +225,8 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     The last graph of each device is kept, and the next call reuses its memory pool (the refit's temporaries:
     ~16 bytes a sample, plus cem_update's scratch). No effect on the CPU, under torch.compile or inside a
     capture the caller runs. Other threads may launch and allocate during the capture, but a device-wide
-    synchronize in one makes it fail: that call raises, and the process stays usable (the next call captures anew).
+    synchronize in one makes it fail: that call then warns and runs without the graph (the same numbers), and the
+    next call captures anew.
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)
@@ -251,8 +252,8 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     history[0] = best_value
     if cuda_graph and n_iters > 1 and mean.is_cuda and not _capturing():
         result = CEMResult(mean, std, best_x, best_value, history)
-        _iterate_with_graphed_refits(draw_and_score, refit, scores, result, maximize)
-        return result
+        if _iterate_with_graphed_refits(draw_and_score, refit, scores, result, maximize):
+            return result
     for it in range(1, n_iters):
         value, x, mean, std = refit(draw_and_score(mean, std), mean, std)
         best_value, best_x = _keep_best(best_value, best_x, value, x, maximize)
@@ -275,10 +276,11 @@ _graph_reuse: dict = {}  # device index -> (torch.cuda.Stream, torch.cuda.CUDAGr
 _failed_captures: list = []  # kept alive: torch's allocators may still hold a filter that points to them
 
 
-def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResult, maximize: bool) -> None:
+def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResult, maximize: bool) -> bool:
     """cem_minimize's iterations 1 .. n_iters - 1 with each refit a replay of one captured refit, which writes into
     result's tensors in place (history at a step counter on the device). Iteration 0 has run: it warmed the ops
-    up, as a capture needs, and gave the scores' dtype."""
+    up, as a capture needs, and gave the scores' dtype. False, with a warning, when the capture failed: nothing
+    has run then (a capture only records), and the caller iterates without the graph."""
     mean, std, best_x, best_value, history = result
     device = history.device
     static_scores = torch.empty_like(scores, memory_format=torch.contiguous_format)
@@ -313,10 +315,12 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
             except RuntimeError as error:  # the CUDA error alone named a kernel inside cem_update
                 _undo_failed_capture(device.index, graph, pool)
                 _graph_reuse[device.index] = (stream, previous, previous_done, torch.cuda.graph_pool_handle())
-                raise RuntimeError(
+                warnings.warn(
                     f"cem_minimize(cuda_graph=True) could not capture its refit as a CUDA graph "
-                    f"({str(error).splitlines()[0]}); one cause is a device-wide synchronize in another thread during "
-                    f"the capture. The process is left usable: retry, or pass cuda_graph=False") from error
+                    f"({str(error).splitlines()[0]}), so this call runs without it (the same numbers, more slowly). "
+                    f"One cause is a device-wide synchronize in another thread during the capture.",
+                    RuntimeWarning, stacklevel=3)
+                return False
         if previous_done is not None:
             torch.cuda.current_stream().wait_event(previous_done)
         try:
@@ -327,6 +331,7 @@ def _iterate_with_graphed_refits(draw_and_score, refit, scores, result: CEMResul
             done = torch.cuda.Event()
             done.record()
             _graph_reuse[device.index] = (stream, graph, done, pool)
+    return True
 
 
 def _undo_failed_capture(device_index: int, graph: torch.cuda.CUDAGraph, pool) -> None:
