@@ -17,3 +17,8 @@ grep -c "mutant: the shared pool kept" kernels/sampling/ops.py
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_sampling.py -k "runs_without_it" > $OUT/pytest_mutant_same_pool.log 2>&1
 grep -E "passed|failed|Offset|already recording" $OUT/pytest_mutant_same_pool.log | cut -c1-200 | head -6
 cp /tmp/ops.py.orig kernels/sampling/ops.py
+# test_determinism's intermittent "replays ignore the seed" (sessions 3 and 51): the whole file under 12 workers, three
+# times, for as long as the call allows (its message now names the generator's (seed, offset) before each replay).
+STEPS="build" FAMILIES="ebm diffusion fused" OUT=$OUT timeout 200 bash tools/gpu_check.sh > /dev/null; rm -f $OUT/build_*.log
+for i in 1 2 3; do timeout 100 python3 -m pytest -q -p no:cacheprovider -n 12 tests/test_determinism.py > $OUT/determinism_$i.log 2>&1; tail -1 $OUT/determinism_$i.log; done
+grep -h -A3 "replays ignore the seed" $OUT/determinism_*.log | head -20
