@@ -226,7 +226,9 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
     ~16 bytes a sample, plus cem_update's scratch). No effect on the CPU, under torch.compile or inside a
     capture the caller runs. Other threads may launch and allocate during the capture, but a device-wide
     synchronize in one makes it fail: that call then warns and runs without the graph (the same numbers), and the
-    next call captures anew.
+    next call captures anew. On torch 2.11 another thread's draw from the default CUDA generator during the capture
+    raises in that thread ("Offset increment outside graph capture": torch marks that generator as capturing for any
+    capture): give such threads a torch.Generator of their own.
     """
     _check_population(n_samples, n_elite, n_iters)
     _check_refit(smoothing, min_std)

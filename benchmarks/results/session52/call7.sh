@@ -1,0 +1,8 @@
+# Session 52, call 7: the new test (another thread draws from its own generator during the capture) with the other
+# cuda_graph / cem_minimize tests.
+set -u; unset PYTHONDONTWRITEBYTECODE
+echo "tree: $(cat commit.txt)" > $OUT/tree.txt
+STEPS="build" FAMILIES="sampling" OUT=$OUT timeout 150 bash tools/gpu_check.sh > /dev/null; rm -f $OUT/build_*.log
+export PYTHONPATH=. JITKERNELS_CACHE=/tmp/jitkernels-cache
+timeout 200 python3 -m pytest -v -p no:cacheprovider -n 4 tests/test_sampling.py -k "cuda_graph or cem_minimize" > $OUT/pytest.log 2>&1
+grep -E "FAILED|ERROR|passed|failed|own_generator" $OUT/pytest.log | tail -8
