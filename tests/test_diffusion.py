@@ -50,6 +50,22 @@ def test_schedule_on_device(device):
         assert D.ddpm_schedule(10).device.type == "meta"
 
 
+def test_python_int_timesteps_stay_on_the_host_under_a_default_device(device):
+    """Python int t and t_prev are host scalars, range-checked with a ValueError (the docstring). Under
+    torch.set_default_device("cuda") they became device tensors: t out of range gave NaN, t_prev > t was not
+    refused, CPU tensors were refused ("t is on cuda:0") and a capture raised on the copy (session 52's review)."""
+    sched = D.ddpm_schedule(10, device=device)
+    sample = torch.randn(2, 3, device=device)
+    model_output, noise = torch.randn(2, 3, device=device), torch.randn(2, 3, device=device)
+    want = D.ddpm_step(model_output, 3, sample, sched, noise)
+    with torch.device("meta"):  # any other default device
+        torch.testing.assert_close(D.ddpm_step(model_output, 3, sample, sched, noise), want)
+        with pytest.raises(ValueError, match="t must be in"):
+            D.ddpm_step(model_output, 10, sample, sched)
+        with pytest.raises(ValueError, match="t_prev"):
+            D.ddim_step(model_output, 3, 7, sample, sched)
+
+
 # ---------------------------------------------------------------- steps against the reference
 
 @pytest.mark.parametrize("dtype", STEP_DTYPES)
@@ -854,6 +870,15 @@ def test_conv1d_gn_mish_gradcheck(device):
     x, w, _, gw, gb = _conv_inputs(1, 2, 6, 4, 2, torch.float64, device, bias=False)
     inputs = tuple(a.requires_grad_() for a in (x, w, gw, gb))
     assert torch.autograd.gradcheck(lambda x, w, gw, gb: D.conv1d_gn_mish(x, w, None, gw, gb, 3, 1), inputs)
+
+
+def test_conv1d_gn_mish_forward_mode_where_each_group_holds_one_value(device):
+    """B = 1, num_groups = C_out, length 1: the op normalizes each single value to 0 and its backward works, but
+    its forward-mode formula ran the reference's F.group_norm, which refuses that shape ("Expected more than 1 value
+    per channel when training", session 52's review)."""
+    x, w, b, gw, gb = _conv_inputs(1, 3, 4, 1, 3, torch.float64, device)
+    inputs = tuple(a.requires_grad_() for a in (x, w, b, gw, gb))
+    assert torch.autograd.gradcheck(lambda *a: D.conv1d_gn_mish(*a, 4), inputs, check_forward_ad=True)
 
 
 def test_conv1d_gn_mish_grad_half(device):

@@ -330,16 +330,32 @@ def test_inverse_root_of_huge_or_tiny_entries(device, dtype, scale, eps):
 
 
 @pytest.mark.parametrize("n", [1, 3, 32])
-def test_inverse_root_of_overflowing_entries_is_nan_on_every_route(device, n):
-    """As documented: float32 entries above half the largest overflow in A + Aᵀ, NaN on every route. On the
-    CPU's eigh routes an all-inf matrix raised LAPACK's "failed to converge" (n = 3..16), and n = 1 gave 0."""
+def test_inverse_root_of_overflowing_entries_is_nan_or_an_error(device, n):
+    """As documented: float32 entries above half the largest overflow in A + Aᵀ: NaN with fallback="never"; "auto"
+    and "always", which check on the host, raise (they returned NaN in silence until session 52). On the CPU's eigh
+    routes an all-inf matrix raised LAPACK's "failed to converge" (n = 3..16), and n = 1 gave 0."""
     A = torch.full((n, n), 2e38, device=device)
-    for fallback in ("never", "auto", "always"):
-        assert torch.isnan(linalg.matrix_inverse_root(A, fallback=fallback)).all(), fallback
+    assert torch.isnan(linalg.matrix_inverse_root(A, fallback="never")).all()
     batch = torch.stack([A, torch.eye(n, device=device)])  # only the overflowing matrix is NaN
-    X = linalg.matrix_inverse_root(batch, 4, 0.0, fallback="always")
+    X = linalg.matrix_inverse_root(batch, 4, 0.0, fallback="never")
     assert torch.isnan(X[0]).all()
     torch.testing.assert_close(X[1], torch.eye(n, device=device))
+    for fallback in ("auto", "always"):
+        for a in (A, batch):
+            with pytest.raises(ValueError, match="overflow its dtype in A"):
+                linalg.matrix_inverse_root(a, 4, 0.0, fallback=fallback)
+
+
+@pytest.mark.parametrize("fallback", ["auto", "always"])
+def test_inverse_root_of_a_singular_matrix_without_eps_is_an_error(device, fallback):
+    """eps = 0 and a singular A: no inverse root. The eigh routes returned inf and NaN in silence (session 52's
+    review: [inf, nan, -inf], and [[inf, 0], [0, inf]] for zeros); "auto" recomputes there with eigh."""
+    v = torch.tensor([1.0, 2.0, 2.0], dtype=torch.float64, device=device)
+    for A in (torch.outer(v, v), torch.zeros(2, 2, dtype=torch.float64, device=device)):
+        with pytest.raises(ValueError, match="A \\+ eps I is singular"):
+            linalg.matrix_inverse_root(A, 4, 0.0, fallback=fallback)
+    torch.testing.assert_close(linalg.matrix_inverse_root(torch.outer(v, v), 2, 1e-3, fallback=fallback),
+                               linalg.reference.matrix_inverse_root(torch.outer(v, v), 2, 1e-3))
 
 
 def test_inverse_root_uses_the_symmetric_part(device):
@@ -354,6 +370,24 @@ def test_inverse_root_gradcheck(device):
     A = random_spd(5, 10, device=device).requires_grad_()
     assert torch.autograd.gradcheck(lambda a: linalg.matrix_inverse_root(a, 4, 1e-3), (A,))
     assert torch.autograd.gradcheck(lambda a: linalg.matrix_inverse_root(a, 2, 0.0, fallback="never"), (A,))
+
+
+@pytest.mark.parametrize("eigenvalues,eps,kwargs", [
+    ([2.0, 2.0, 2.0, 2.0, 3.0], 1e-3, {"fallback": "always"}),  # repeated: eigh's own backward was off by 2
+    ([1.0, 1.0, 1.0, 1.0, 1.0], 1e-3, {"fallback": "always"}),  # A = I: it was NaN
+    ([1.0, 0.5, 0.3, -2e-2, -1e-2], 1e-3, {"fallback": "always"}),  # below -eps: clamped at 0, a flat root there
+    ([1.0, 1.0, 1.0, 1e-3, 1e-3], 1e-9, {"max_cond": 1e3}),  # "auto" recomputes it with eigh: it was 3.2 off
+])
+def test_inverse_root_gradient_on_the_eigh_routes(device, eigenvalues, eps, kwargs):
+    """The eigh routes took eigh's own backward, wrong where eigenvalues repeat (session 52's review); they now
+    share the op's Daleckii-Krein backward, with the clamp at 0 they apply in forward."""
+    gen = torch.Generator().manual_seed(1)
+    Q, _ = torch.linalg.qr(torch.randn(5, 5, dtype=torch.float64, generator=gen))
+    A = ((Q * torch.tensor(eigenvalues, dtype=torch.float64)) @ Q.T).to(device).requires_grad_()
+    if "max_cond" in kwargs:  # the case is the recompute's
+        _, residual = linalg.matrix_inverse_root(A, 4, eps, return_residual=True, fallback="never", **kwargs)
+        assert residual > 1e-6
+    assert torch.autograd.gradcheck(lambda a: linalg.matrix_inverse_root(a, 4, eps, **kwargs), (A,))
 
 
 def test_inverse_root_residual_carries_no_gradient(device):
@@ -795,6 +829,27 @@ def test_per_sample_grads_of_a_linear_whose_output_a_forward_hook_changes(device
     model = nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 3)).to(device)
     model[0].register_forward_hook(lambda mod, args, out: out * 2)
     assert_per_sample_grads_match_the_reference(model, device)
+
+
+class _StopGradientBranch(nn.Module):
+    """A Linear called under torch.no_grad inside forward (a target or stop-gradient branch), and the same
+    Linear called again with gradients."""
+    def __init__(self):
+        super().__init__()
+        self.frozen_branch, self.out = nn.Linear(5, 3), nn.Linear(5, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            target = self.frozen_branch(x) + self.out(x)
+        return self.out(x) + self.frozen_branch(x) * 0.5 + target
+
+
+def test_per_sample_grads_of_linears_called_under_no_grad_in_forward(device):
+    """Such a call's output requires no grad, and per_sample_grads passed it to torch.autograd.grad, which raised
+    "One of the differentiated Tensors does not require grad" (session 52's review). Its gradient is 0: only the
+    calls with gradients count."""
+    torch.manual_seed(0)
+    assert_per_sample_grads_match_the_reference(_StopGradientBranch().to(device), device)
 
 
 def test_per_sample_grads_under_no_grad(device):
@@ -1277,12 +1332,13 @@ def test_inverse_root_refuses_a_none_matrix_by_name_on_every_route(fallback):
 
 
 @pytest.mark.parametrize("kwargs", [{"betas": (0.9, 1.0)}, {"lr": float("nan")}, {"update_freq": 1.5},
-                                    {"eps": float("nan")}, {"weight_decay": float("nan")}])
-
-
+                                    {"eps": float("nan")}, {"weight_decay": float("nan")}, {"eps": float("inf")},
+                                    {"weight_decay": float("inf")}, {"betas": (0.9,)}])
 def test_shampoo_refuses_settings_that_break_it(kwargs):
     """betas[1] = 1 made the first step NaN (bias correction 1 - 1); lr NaN and a fractional update_freq passed.
-    So did eps and weight_decay NaN, whose message says ">= 0", until session 44: every parameter came out NaN."""
+    So did eps and weight_decay NaN, whose message says ">= 0", until session 44: every parameter came out NaN.
+    Until session 52 inf eps froze every parameter in silence, inf weight_decay made them inf, and one beta raised
+    IndexError."""
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         linalg.Shampoo([nn.Parameter(torch.randn(4, 3))], **kwargs)
 

@@ -44,10 +44,12 @@ def _as_timestep(t, name: str) -> torch.Tensor:
         return t
     if isinstance(t, bool):  # an int to Python: t=True stepped from timestep 1
         raise TypeError(f"{name} must be an int or an integer tensor, got bool {t!r}")
+    # device="cpu": under torch.set_default_device("cuda") an int became a device tensor, read on the device
+    # (t out of range gave NaN instead of a ValueError) and copied there (refused inside a CUDA graph capture)
     if isinstance(t, (int, torch.SymInt)):  # not operator.index: under torch.compile it pinned each value of a
-        return torch.tensor(t, dtype=torch.int64)  # varying t (a graph per timestep; past 8, an error or eager)
+        return torch.tensor(t, dtype=torch.int64, device="cpu")  # varying t (a graph per timestep; past 8, an error)
     try:  # other integers (numpy's)
-        return torch.tensor(operator.index(t), dtype=torch.int64)
+        return torch.tensor(operator.index(t), dtype=torch.int64, device="cpu")
     except TypeError:
         raise TypeError(f"{name} must be an int or an integer tensor, got {type(t).__name__} {t!r}") from None
 
@@ -247,19 +249,25 @@ def _conv_setup(ctx, inputs, output):
     ctx.padding = weight.shape[2] // 2 if padding is None else padding
 
 
+def _conv_gn_recomputed(xf, wf, bf, gw, gb, groups, pad, eps):
+    """The op's forward up to Mish's input h (B, C, L) in PyTorch ops, with the normalized groups zn (B, G, C/G * L)
+    and their 1/std (B, G, 1): for the backward and the forward-mode formula. Not F.group_norm: it refuses groups of
+    one value (B = 1, num_groups = C, length 1), which the op normalizes to 0 (forward-mode AD raised there)."""
+    z = F.conv1d(xf, wf, bf, padding=pad)
+    b, c, length = z.shape
+    zg = z.reshape(b, groups, c // groups * length)  # not -1: an empty batch has zero elements to infer it from
+    rstd = (zg.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
+    zn = (zg - zg.mean(-1, keepdim=True)) * rstd
+    return zn.reshape(b, c, length) * gw[:, None] + gb[:, None], zn, rstd
+
+
 def _conv_backward(ctx, grad):
     x, weight, bias, gn_weight, gn_bias = ctx.saved_tensors
     groups, eps, pad = ctx.num_groups, ctx.eps, ctx.padding
     ct = torch.float64 if x.dtype == torch.float64 else torch.float32
     xf, wf, gw, gb, g = x.to(ct), weight.to(ct), gn_weight.to(ct), gn_bias.to(ct), grad.to(ct)
-    # Recompute the forward in PyTorch ops.
-    z = F.conv1d(xf, wf, None if bias is None else bias.to(ct), padding=pad)
-    b, c, length = z.shape
-    zg = z.reshape(b, groups, c // groups * length)  # not -1: an empty batch has zero elements to infer it from
-    mean = zg.mean(-1, keepdim=True)
-    rstd = (zg.var(-1, unbiased=False, keepdim=True) + eps).rsqrt()
-    zn = (zg - mean) * rstd  # (B, G, C/G * L)
-    h = zn.reshape(b, c, length) * gw[:, None] + gb[:, None]
+    h, zn, rstd = _conv_gn_recomputed(xf, wf, None if bias is None else bias.to(ct), gw, gb, groups, pad, eps)
+    b, c, length = h.shape
     # d/dh [h tanh(softplus(h))] = tanh(sp) + h sech^2(sp) sigmoid(h)
     tsp = torch.tanh(F.softplus(h))
     dh = g * (tsp + h * (1 - tsp * tsp) * torch.sigmoid(h))
@@ -267,7 +275,7 @@ def _conv_backward(ctx, grad):
     grad_gb = dh.sum((0, 2)) if ctx.needs_input_grad[4] else None
     grad_x = grad_w = grad_b = None
     if any(ctx.needs_input_grad[:3]):
-        dzn = (dh * gw[:, None]).reshape(zg.shape)
+        dzn = (dh * gw[:, None]).reshape(zn.shape)
         dz = rstd * (dzn - dzn.mean(-1, keepdim=True) - zn * (dzn * zn).mean(-1, keepdim=True))
         mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]]
         grad_x, grad_w, grad_b = torch.ops.aten.convolution_backward(
@@ -282,8 +290,10 @@ def _conv_backward(ctx, grad):
 
 def _conv_forward_formula(value, x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps):
     ct = torch.float64 if x.dtype == torch.float64 else torch.float32
-    return load_reference().conv1d_gn_mish(x.to(ct), weight.to(ct), None if bias is None else bias.to(ct),
-                                           gn_weight.to(ct), gn_bias.to(ct), num_groups, padding, eps)
+    pad = weight.shape[2] // 2 if padding is None else padding
+    h, _, _ = _conv_gn_recomputed(x.to(ct), weight.to(ct), None if bias is None else bias.to(ct), gn_weight.to(ct),
+                                  gn_bias.to(ct), num_groups, pad, eps)
+    return F.mish(h)
 
 
 register_autograd(f"{NAMESPACE}::conv1d_gn_mish", _conv_backward, setup_context=_conv_setup,

@@ -70,7 +70,37 @@ def _check_finite(A: torch.Tensor) -> None:
         raise ValueError("A contains NaN or Inf: its inverse root is undefined")
 
 
+def _check_root_finite(X: torch.Tensor, eps: float) -> None:
+    """After the eigh routes, which root max(l, 0) + eps: inf for eps = 0 and a singular A (it came out silently)."""
+    if not torch.isfinite(X).all():
+        raise ValueError(f"the inverse root of A + eps I is not finite (eps={eps}): A + eps I is singular (eps = 0 "
+                         f"and A singular), or A's entries overflow its dtype in A + Aᵀ. Pass eps > 0")
+
+
 def _eigh_inverse_root(A: torch.Tensor, p: int, eps: float) -> torch.Tensor:
+    """The eigh routes' root, differentiated as the op is (Daleckii-Krein, _matrix_inverse_root_backward): eigh's own
+    backward is NaN where eigenvalues repeat (A = I) and was off by 2 for 2I + vvᵀ (session 52's review)."""
+    return _EighInverseRoot.apply(A, p, eps)
+
+
+class _EighInverseRoot(torch.autograd.Function):
+    generate_vmap_rule = True  # the "auto" route's torch.func branch runs it under vmap
+
+    @staticmethod
+    def forward(A, p, eps):
+        return _eigh_inverse_root_values(A, p, eps)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.p, ctx.eps, ctx.clamp = inputs[1], inputs[2], True
+
+    @staticmethod
+    def backward(ctx, grad_X):
+        return _matrix_inverse_root_backward(ctx, grad_X, None)[:3]
+
+
+def _eigh_inverse_root_values(A: torch.Tensor, p: int, eps: float) -> torch.Tensor:
     S = (A + A.mT) / 2
     # Entries above half the dtype's largest overflow in A + Aᵀ. LAPACK's eigh then raised "failed to
     # converge" (CPU, n = 3..16) or returned NaN or, for n = 1, a root of 0: give NaN, as the iteration does.
@@ -102,7 +132,8 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       (default 1e5 in float32, 1e12 in float64); larger input converges only partly.
     fallback: "auto" checks each matrix's residual on the host (one sync) and recomputes the
       ones that did not converge with eigh; it raises ValueError if A holds NaN or Inf. Under
-      torch.compile, torch.jit.trace or CUDA graph capture "auto" acts as "never". "never": no check, no sync
+      torch.compile, torch.jit.trace or CUDA graph capture "auto" acts as "never"; under torch.func (vmap) it
+      recomputes with eigh but raises nothing (no host sync: NaN input gives NaN). "never": no check, no sync
       (non-finite input gives NaN). "always": eigh only (the slow route on the GPU).
       On the CPU, "auto" takes float64 matrices of n >= 64 and float32 ones of n >= 128 (one or a batch) that
       need no gradient straight to eigh, which is faster there (2-6x at n = 256), float32 ones in float64
@@ -111,8 +142,10 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
     Negative eigenvalues (A not quite PSD after rounding): the eigh routes and reference.py clamp them at 0;
       the Newton iteration roots A + eps I as it is, so an eigenvalue in (-eps, 0) gives a larger root there,
       and one below -eps inf/NaN with fallback="never" ("auto" then recomputes it with eigh).
-    Float32 entries above ~1.7e38 (half of float32's largest) overflow in A + Aᵀ: NaN on every route.
-    Differentiable in A (backward through eigh: exact for symmetric A, slower than forward).
+    Float32 entries above ~1.7e38 (half of float32's largest) overflow in A + Aᵀ, and eps = 0 with a singular A has
+      no root: "auto" and "always" raise ValueError, "never" gives NaN or inf.
+    Differentiable in A on every route (Daleckii-Krein's formula, from an eigh in backward: exact for symmetric A,
+      repeated eigenvalues included; slower than forward).
     Returns X, or (X, residual) with residual = ||M - I||_F per matrix if return_residual: the
       iteration's, also for matrices "auto" then recomputed with eigh; 0 where eigh alone ran ("always",
       and the CPU's large-matrix "auto" route above).
@@ -130,14 +163,19 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
     if fallback == "always":  # the argument checks and the finiteness check of the other routes (session 40)
         if not torch.compiler.is_compiling():  # a None A raised AttributeError ("'NoneType' object has no ...")
             _check_arguments(A, p, eps, max_cond)
-        if not _no_sync_wanted(A) and not torch._C._are_functorch_transforms_active():
+        checked = not _no_sync_wanted(A) and not torch._C._are_functorch_transforms_active()
+        if checked:
             _check_finite(A)
         X = _eigh_inverse_root(A.double(), p, eps).to(A.dtype) if in_float64 else _eigh_inverse_root(A, p, eps)
+        if checked:
+            _check_root_finite(X, eps)
         residual = A.new_zeros(A.shape[:-2])
         return (X, residual) if return_residual else X
     X, residual = _ops.matrix_inverse_root(A, p, eps, float(max_cond or 0.0))
     if fallback == "auto" and not _no_sync_wanted(A) and A.numel() > 0:
         bad = ~(residual <= _RESIDUAL_RTOL[A.dtype] * math.sqrt(A.shape[-1]))  # NaN counts as bad
+        # and an inf root: the exact route of diagonal matrices gave inf, residual 0, for a zero diagonal with eps = 0
+        bad = bad | ~X.isfinite().flatten(-2).all(-1)
         if torch._C._are_functorch_transforms_active():
             # torch.func (vmap) allows no data-dependent branch: eigh on every matrix, kept where bad. The
             # others give eigh a matrix of distinct eigenvalues, so its backward stays finite (where's
@@ -154,6 +192,7 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
                 idx = bad.nonzero(as_tuple=True)
                 X = X.clone()
                 X[idx] = _eigh_inverse_root(A[idx], p, eps).to(X.dtype)
+            _check_root_finite(X, eps)
     return (X, residual) if return_residual else X
 
 
@@ -162,7 +201,7 @@ def _matrix_inverse_root_setup(ctx, inputs, output):
     # The residual is a diagnostic with no derivative here: a constant, as on the eigh route (it required grad,
     # and a loss on it gave A zeros in silence: session 45's derivative review)
     ctx.mark_non_differentiable(output[1])
-    ctx.p, ctx.eps = inputs[1], inputs[2]
+    ctx.p, ctx.eps, ctx.clamp = inputs[1], inputs[2], False
 
 
 def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
@@ -173,21 +212,27 @@ def _matrix_inverse_root_backward(ctx, grad_X, grad_residual):
     if A.shape[-1] == 0:  # matrices of n = 0: nothing to differentiate
         return torch.zeros_like(A), None, None, None
     L, V = torch.linalg.eigh((A + A.mT) / 2)  # the forward uses only the symmetric part
-    shifted = L + eps
+    # The eigh routes root max(l, 0) + eps (ctx.clamp): f is flat below 0 there, as is its divided difference
+    # between two clamped eigenvalues.
+    C = L.clamp_min(0) if ctx.clamp else L
+    shifted = C + eps
     f = shifted.pow(-1.0 / p)
     df = -f / (p * shifted)
+    if ctx.clamp:
+        df = torch.where(L < 0, 0.0, df)
     dl = L.unsqueeze(-1) - L.unsqueeze(-2)
+    dc = C.unsqueeze(-1) - C.unsqueeze(-2)
     # Equal within 1e-9 of the pair's own size (of the largest eigenvalue until session 45: a covariance's 1e-10 and
     # 1e-11 counted as equal beside an eigenvalue of 1, and their gradient took f' for the divided difference)
     same = dl.abs() <= 1e-9 * torch.maximum(L.abs().unsqueeze(-1), L.abs().unsqueeze(-2)).clamp_min(1e-30)
     mid = (df.unsqueeze(-1) + df.unsqueeze(-2)) / 2
     dl = torch.where(same, torch.ones_like(dl), dl)
-    # f_i - f_j = f_j ((1 + dl_ij / shifted_j)^(-1/p) - 1), through log1p and expm1: the difference of the
+    # f_i - f_j = f_j ((1 + dc_ij / shifted_j)^(-1/p) - 1), through log1p and expm1: the difference of the
     # rounded f values cancelled for close eigenvalues (float32 gradients of I + a small PSD part were up to
     # 67% off). Where shifted_i < shifted_j / 2, log1p's argument nears -1 (it rounded to -1, -inf, once their ratio
     # was below the dtype's eps: NaN gradients for float32 diag(1e3, 1, 1e-9)): there -log(shifted_j / shifted_i),
     # through log1p of the transposed argument (>= 1). The untaken sides get 0 (finite double backward).
-    x = dl / shifted.unsqueeze(-2)
+    x = dc / shifted.unsqueeze(-2)
     keep = x > -0.5
     log_ratio = torch.where(keep, torch.log1p(torch.where(keep, x, 0.0)), -torch.log1p(torch.where(keep, 0.0, x.mT)))
     f_diff = f.unsqueeze(-2) * torch.expm1(log_ratio * (-1.0 / p))
@@ -381,6 +426,8 @@ def _linear_calls(model, inputs, linears):
         calls, versions = [], []
 
         def hook(mod, args, kwargs, out):
+            if not out.requires_grad:  # a call under torch.no_grad: no gradient flows from it (autograd.grad raised)
+                return None
             x = args[0] if args else kwargs["input"]  # lin(x) or lin(input=x)
             x = x.detach().clone() if copy else x
             calls.append((mod, x, out))
@@ -522,10 +569,11 @@ class Shampoo(torch.optim.Optimizer):
         lr, betas, eps, weight_decay = settings["lr"], settings["betas"], settings["eps"], settings["weight_decay"]
         # betas[1] = 1 passed until session 40: the first step's bias correction divided by 1 - 1 (NaN).
         # not (x >= 0), not x < 0: NaN eps and weight_decay passed and made every parameter NaN (AdamW refuses them)
-        if not (math.isfinite(lr) and lr >= 0) or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1 or not eps >= 0 \
-                or not weight_decay >= 0:
-            raise ValueError(f"{where}: lr (finite), eps, weight_decay must be >= 0 and betas in [0, 1), got lr={lr}, "
-                             f"betas={tuple(betas)}, eps={eps}, weight_decay={weight_decay}")
+        # inf eps froze every parameter in silence, inf weight_decay made them inf (session 52's review)
+        if not all(math.isfinite(x) and x >= 0 for x in (lr, eps, weight_decay)) or len(betas) != 2 \
+                or not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"{where}: lr, eps, weight_decay must be finite and >= 0 and betas two numbers in [0, 1), "
+                             f"got lr={lr}, betas={tuple(betas)}, eps={eps}, weight_decay={weight_decay}")
         update_freq, block_size, root_eps = settings["update_freq"], settings["block_size"], settings["root_eps"]
         if not isinstance(update_freq, int) or not isinstance(block_size, int) or update_freq < 1 or block_size < 1 \
                 or not 0 < root_eps < 1:

@@ -274,7 +274,7 @@ def _capturing() -> bool:
 # graph of its own per call would leave one pool per call behind, which the caching allocator frees only on an
 # out-of-memory retry or empty_cache: a planner calling cem_minimize every step would grow its reserved memory at every
 # call. The next call's replays wait for the event, as they may reuse memory the last graph's replays use.
-_graph_reuse: dict = {}  # device index -> (torch.cuda.Stream, torch.cuda.CUDAGraph | None, torch.cuda.Event | None, pool)
+_graph_reuse: dict = {}  # device index -> (Stream, CUDAGraph or None, Event or None, pool id)
 _failed_captures: list = []  # kept alive: torch's allocators may still hold a filter that points to them
 
 
