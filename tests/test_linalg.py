@@ -1333,7 +1333,7 @@ def test_inverse_root_refuses_a_none_matrix_by_name_on_every_route(fallback):
 
 @pytest.mark.parametrize("kwargs", [{"betas": (0.9, 1.0)}, {"lr": float("nan")}, {"update_freq": 1.5},
                                     {"eps": float("nan")}, {"weight_decay": float("nan")}, {"eps": float("inf")},
-                                    {"weight_decay": float("inf")}, {"betas": (0.9,)}])
+                                    {"weight_decay": float("inf")}, {"betas": (0.9,)}, {"update_freq": True}])
 def test_shampoo_refuses_settings_that_break_it(kwargs):
     """betas[1] = 1 made the first step NaN (bias correction 1 - 1); lr NaN and a fractional update_freq passed.
     So did eps and weight_decay NaN, whose message says ">= 0", until session 44: every parameter came out NaN.
@@ -1341,6 +1341,17 @@ def test_shampoo_refuses_settings_that_break_it(kwargs):
     IndexError."""
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         linalg.Shampoo([nn.Parameter(torch.randn(4, 3))], **kwargs)
+
+
+def test_shampoo_takes_numpy_integers_for_its_counts():
+    """update_freq=np.int64(2) was refused as "must be integers" (session 52's review)."""
+    np = pytest.importorskip("numpy")
+    p = nn.Parameter(torch.randn(4, 3))
+    opt = linalg.Shampoo([p], update_freq=np.int64(2), block_size=np.int64(2))
+    p.grad = torch.randn(4, 3)
+    before = p.detach().clone()
+    opt.step()
+    assert torch.isfinite(p).all() and not torch.equal(p, before)
 
 
 @pytest.mark.parametrize("shape", [(4,), (3, 4)])

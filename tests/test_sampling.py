@@ -972,6 +972,28 @@ def test_cem_minimize_checks_the_population_before_calling_fn(n_samples, n_elite
         fam.cem_minimize(fn, torch.zeros(2), torch.ones(2), n_samples, n_elite, 3)
 
 
+@pytest.mark.parametrize("counts, name", [((8.0, 2, 2), "n_samples"), ((8, 2.0, 2), "n_elite"),
+                                          ((8, 2, 2.5), "n_iters"), ((8, True, 2), "n_elite")])
+def test_cem_minimize_refuses_counts_that_are_not_ints_before_calling_fn(counts, name):
+    """n_samples=8.0 and n_iters=2.5 raised torch.empty's "argument 'size' must be tuple of ints", n_elite=2.0 the
+    op's schema error, the last two after a whole fn call (session 52's review); a bool is 1 to Python."""
+    def fn(x):
+        raise AssertionError("fn was called")
+
+    with pytest.raises(TypeError, match=f"^{name} must be an int"):
+        fam.cem_minimize(fn, torch.zeros(2), torch.ones(2), *counts)
+
+
+def test_cem_minimize_returns_values_when_fn_s_scores_require_grad():
+    """A learned objective called without no_grad: best_value and history required grad and chained every
+    iteration's graph (its saved activations) into the result, and a backward through them raised on the reused
+    samples buffer (session 52's review). distributed_cem_minimize already returned values."""
+    W = torch.randn(3, 16, requires_grad=True)
+    result = fam.cem_minimize(lambda x: torch.tanh(x @ W).sum(-1), torch.zeros(3), 1.0, 32, 4, 3)
+    for name, value in zip(result._fields, result):
+        assert not value.requires_grad and value.grad_fn is None, name
+
+
 def test_normal_out_with_a_0_dim_mean_names_it():
     with pytest.raises((ValueError, RuntimeError), match="out|mean"):
         fam.normal(torch.tensor(0.0), torch.tensor(1.0), 2, out=torch.empty(3))
@@ -1218,6 +1240,15 @@ def test_normal_takes_a_number_mean_or_std_for_every_dimension(number_for):
     fam.normal(*args, 50, out=out, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(out, fam.normal(*tensors, 50, dtype=torch.float64,
                                                generator=torch.Generator().manual_seed(1)), rtol=0, atol=0)
+
+
+def test_normal_refuses_a_number_its_tensor_s_dtype_cannot_hold_by_name():
+    """A number takes the other parameter's dtype: 1e5 beside a float16 mean raised torch's "value cannot be
+    converted to type c10::Half without overflow", naming neither (session 52's review)."""
+    with pytest.raises(ValueError, match="^std=100000.0 does not fit float16"):
+        fam.normal(torch.zeros(2, dtype=torch.float16), 1e5, 3, dtype=torch.float32)
+    with pytest.raises(ValueError, match="^mean=1e\\+39 does not fit float32"):
+        fam.normal(1e39, torch.ones(2), 3)
 
 
 def test_normal_two_numbers_take_their_width_from_out_or_are_refused_by_name():

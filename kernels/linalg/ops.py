@@ -7,6 +7,7 @@ Python helpers: per_sample_grads, memory_info, Shampoo.
 """
 import contextlib
 import math
+import numbers
 import os
 from collections.abc import Callable
 
@@ -575,7 +576,9 @@ class Shampoo(torch.optim.Optimizer):
             raise ValueError(f"{where}: lr, eps, weight_decay must be finite and >= 0 and betas two numbers in [0, 1), "
                              f"got lr={lr}, betas={tuple(betas)}, eps={eps}, weight_decay={weight_decay}")
         update_freq, block_size, root_eps = settings["update_freq"], settings["block_size"], settings["root_eps"]
-        if not isinstance(update_freq, int) or not isinstance(block_size, int) or update_freq < 1 or block_size < 1 \
+        # numbers.Integral: numpy's integers were refused as "must be integers"; a bool (an int to Python) is not one
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (update_freq, block_size)) \
+                or update_freq < 1 or block_size < 1 \
                 or not 0 < root_eps < 1:
             raise ValueError(f"{where}: update_freq, block_size must be integers >= 1 and root_eps in (0, 1), got "
                              f"update_freq={update_freq!r}, block_size={block_size!r}, root_eps={root_eps}")

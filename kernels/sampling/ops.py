@@ -7,6 +7,7 @@ cem_minimize: the whole CEM loop for any batched objective.
 Shapes for fake tensors (torch.compile, opcheck) come from the ops' Meta kernels in sampling.cpp.
 """
 import math
+import numbers
 import warnings
 from typing import Callable, NamedTuple
 
@@ -118,7 +119,11 @@ def _best_row(scores: torch.Tensor, maximize: bool) -> torch.Tensor:
 
 
 def _check_population(n_samples: int, n_elite: int, n_iters: int, world: int = 1) -> None:
-    """Before fn is first called: n_samples=0 failed in argmin, and n_elite > n_samples after a whole fn call."""
+    """Before fn is first called: n_samples=0 failed in argmin, and n_elite > n_samples after a whole fn call (so
+    did n_elite=2.0 and n_iters=2.5, in errors that named no argument, until session 52)."""
+    for name, value in (("n_samples", n_samples), ("n_elite", n_elite), ("n_iters", n_iters)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if n_iters < 1:
         raise ValueError(f"n_iters must be >= 1, got {n_iters}")
     if n_samples < 1:
@@ -166,16 +171,21 @@ def _per_dimension(mean, std, out: torch.Tensor | None = None):
                            device=out.device)
         return torch.full_like(like, mean), torch.full_like(like, std)
     if _is_number(std) and isinstance(mean, torch.Tensor):
-        std = _full_like(mean, std)
+        std = _full_like(mean, std, "std")
     elif _is_number(mean) and isinstance(std, torch.Tensor):
-        mean = _full_like(std, mean)
+        mean = _full_like(std, mean, "mean")
     return mean, std
 
 
-def _full_like(tensor: torch.Tensor, value) -> torch.Tensor:
+def _full_like(tensor: torch.Tensor, value, name: str) -> torch.Tensor:
     """value in every entry, in tensor's float dtype (float32 beside an integer tensor, so that the op's dtype error
     names the tensor the caller gave, not the number)."""
-    return torch.full_like(tensor, value, dtype=tensor.dtype if tensor.is_floating_point() else torch.float32)
+    dtype = tensor.dtype if tensor.is_floating_point() else torch.float32
+    try:
+        return torch.full_like(tensor, value, dtype=dtype)
+    except RuntimeError:  # torch's "value cannot be converted to type c10::Half without overflow" named nothing
+        raise ValueError(f"{name}={value!r} does not fit {str(dtype).removeprefix('torch.')}, the dtype of the other "
+                         f"of mean and std, which a number takes") from None
 
 
 def _detached(mean, std):
@@ -240,7 +250,9 @@ def cem_minimize(fn: Callable[[torch.Tensor], torch.Tensor], mean: torch.Tensor,
         normal(mean, std, n_samples, out=samples, generator=generator)
         scores = fn(samples)
         _check_scores(scores, n_samples, samples.device)
-        return scores
+        # Values: scores that require grad (a network called without no_grad) chained every iteration's graph
+        # into best_value and history (memory growing with n_iters, a backward raising on the reused samples)
+        return scores.detach()
 
     def refit(scores, mean, std):
         """The best row's (score, sample) and the refitted (mean, std)."""
