@@ -948,6 +948,26 @@ def test_rastrigin_energy_keeps_its_digits_near_the_minimum(device, D):
     torch.testing.assert_close(ebm.rastrigin_energy(x).double(), expected, rtol=rtol, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_ackley_energy_is_zero_at_its_minimum(device, dtype):
+    """a + e − a·e^(−b·r) − e^(mean cos cx) cancelled ~22.7 against ~22.7: E(0) came out 9.5e-7 in every dtype but
+    float64 (session 52's review)."""
+    assert (ebm.ackley_energy(torch.zeros(3, 16, dtype=dtype, device=device)) == 0).all()
+
+
+@pytest.mark.parametrize("D", [16, 200])
+def test_ackley_energy_keeps_its_digits_near_the_minimum(device, D):
+    """The same cancellation lost the energy's digits near x = 0 (float32, x ~ 1e-4: 7.5e-3 relative off; x ~ 1e-6:
+    half off). The kernel now takes both differences as expm1, of −b·r and of −2·mean sin²(cx/2)."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(8, D, generator=g) * 1e-3).to(device)
+    xd = x.double()
+    r = xd.square().mean(-1).sqrt()
+    expected = -20.0 * torch.expm1(-0.2 * r) - math.e * torch.expm1(-2 * torch.sin(math.pi * xd).square().mean(-1))
+    rtol = 2e-6 if device == "cpu" else 1e-4  # CUDA's sin.approx, as for Rastrigin above
+    torch.testing.assert_close(ebm.ackley_energy(x).double(), expected, rtol=rtol, atol=0)
+
+
 # ---------------------------------------------------------------- float arguments given as tensors
 
 _PARAM_CALLS = [(f"{model}_{kind}", name) for model, params in ebm.MODELS.items() if params
@@ -1521,3 +1541,17 @@ def test_cpu_wide_rows_energies_and_scores_do_not_depend_on_the_thread_count(mod
     for n, (energy, score) in zip((2, 3), results[1:]):
         assert torch.equal(energy, results[0][0]), f"{model} energies at D = {D} with {n} threads differ from 1's"
         assert torch.equal(score, results[0][1]), f"{model} scores at D = {D} with {n} threads differ from 1's"
+
+
+def test_hmc_chain_stepwise_never_accepts_a_proposal_it_must_reject():
+    """The stepwise route (CPU Gaussian rows wider than 64) drew its Metropolis uniform with torch.rand, which gives
+    an exact 0 one draw in 2^24 in float32: log 0 = -inf accepted any proposal (session 52's review). Under seed 313
+    the first step's uniform of row 2220 is that 0 (checked below), and every proposal here has h1 ~ 1e11 above h0."""
+    B, D = 65536, 65
+    g = torch.Generator().manual_seed(313)  # the route's draws: the momenta, then the uniforms
+    torch.randn(B, D, generator=g)
+    assert torch.rand(B, generator=g)[2220] == 0, "the premise of this test changed: find another seed"
+    torch.manual_seed(313)
+    out, acceptance = ebm.hmc_chain(torch.zeros(B, D), "gaussian", 1, 1e3, 1, mean=torch.zeros(D),
+                                    precision=torch.eye(D))
+    assert acceptance.sum() == 0 and (out == 0).all()

@@ -45,23 +45,35 @@ C10_HOST_DEVICE inline void sincos_quarter(float x, float* s, float* c) {
 // 1.65e38 for every x in (88, 88.72], up to 2x off: Ackley with b < 0, session 47), and a clamp at -87 gave
 // e^-87 = 1.6e-38 for every smaller x (Ackley's score with c = 0, up to 1e4x off; session 48).
 // Branch-free, so the CPU loops that call it vectorize (std::exp is a scalar library call).
-C10_HOST_DEVICE inline float exp_float(float x) {
-  x = x > 89.0f ? 89.0f : x;  // n <= 128: e^89 overflows to inf in the product below
-  x = x < -104.0f ? -104.0f : x;  // n >= -150: e^-104 rounds to 0 in the product below
-  const float n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // rint for |x / ln2| < 2^22
-  const float r = mul_add(n, 2.12194440e-4f, mul_add(n, -0.693359375f, x));
+// p(r) of Cephes' expf polynomial, e^r = 1 + r + r²·p(r) for |r| <= ln2 / 2.
+C10_HOST_DEVICE inline float exp_polynomial(float r) {
   float p = 1.9875691500e-4f;
   p = mul_add(p, r, 1.3981999507e-3f);
   p = mul_add(p, r, 8.3334519073e-3f);
   p = mul_add(p, r, 4.1665795894e-2f);
   p = mul_add(p, r, 1.6666665459e-1f);
-  p = mul_add(p, r, 5.0000001201e-1f);
-  const float e_r = mul_add(p, r * r, r + 1.0f);
+  return mul_add(p, r, 5.0000001201e-1f);
+}
+
+C10_HOST_DEVICE inline float exp_float(float x) {
+  x = x > 89.0f ? 89.0f : x;  // n <= 128: e^89 overflows to inf in the product below
+  x = x < -104.0f ? -104.0f : x;  // n >= -150: e^-104 rounds to 0 in the product below
+  const float n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // rint for |x / ln2| < 2^22
+  const float r = mul_add(n, 2.12194440e-4f, mul_add(n, -0.693359375f, x));
+  const float e_r = mul_add(exp_polynomial(r), r * r, r + 1.0f);
   const int32_t half = static_cast<int32_t>(n) >> 1;  // n in [-150, 128]: both factors normal, the first
                                                        // product exact, the second rounded once if subnormal
   const float scale_a = same_bits<float>(static_cast<uint32_t>(half + 127) << 23);
   const float scale_b = same_bits<float>(static_cast<uint32_t>(static_cast<int32_t>(n) - half + 127) << 23);
   return e_r * scale_a * scale_b;
+}
+
+// e^x - 1 (branch-free, so the CPU loops vectorize; std::expm1 is a scalar call): the polynomial itself where
+// exp_float's reduction would leave x alone, e^x - 1 beyond (|e^x - 1| > 0.29 there: at most ~2 bits lost).
+C10_HOST_DEVICE inline float expm1_float(float x) {
+  const bool small = x > -0.34657359f && x < 0.34657359f;
+  const float near_zero = mul_add(exp_polynomial(x), x * x, x);
+  return small ? near_zero : exp_float(x) - 1.0f;
 }
 
 // cos(πt) and sin(πt) of any float t. The argument reduction of a multiple of π is exact and

@@ -176,7 +176,10 @@ void hmc_stepwise(const at::Tensor& x, at::Tensor& state, at::Tensor& accepted, 
       pn.add_(score(xn), l + 1 == n_leapfrog ? 0.5 * eps : eps);
     }
     const at::Tensor h1 = energy(xn).add(pn.mul(pn).sum(1), 0.5);
-    const at::Tensor accept = at::rand({B}, generator, x.options()).log_().lt(h0.sub(h1));  // NaN: rejected
+    // log of 1 - u, in (0, 1]: at::rand gives an exact 0 (2^-24 a draw in float32), whose log, -inf, accepted any
+    // proposal, however divergent (session 52's review: a row jumped to |x| ~ 2.7e3). 1 - u is exact here.
+    const at::Tensor accept =
+        at::rand({B}, generator, x.options()).neg_().add_(1).log_().lt(h0.sub(h1));  // NaN: rejected
     state.copy_(at::where(accept.unsqueeze(1), xn, state));
     accepted.add_(accept);
     if (thin > 0 && (step + 1) % thin == 0) traj.select(0, (step + 1) / thin - 1).copy_(state);
