@@ -2,7 +2,8 @@
 // and std::cos are scalar calls): the ebm energies' cos_pi/sin_pi of any argument (on the GPU those
 // are MUFU ops after an exact reduction) and sampling's Box-Muller (sincos of a quarter turn; on the
 // GPU the 16-bit path's sine and cosine are MUFU ops, sampling.h says why).
-// cos_pi_float, sin_pi_float, sincos_quarter and exp_float serve the host too (vectorizable CPU loops).
+// cos_pi_float, sin_pi_float, sincos_quarter, exp_float and exp_polynomial serve the host too (vectorizable CPU
+// loops).
 #pragma once
 #include <c10/macros/Macros.h>
 
@@ -66,14 +67,6 @@ C10_HOST_DEVICE inline float exp_float(float x) {
   const float scale_a = same_bits<float>(static_cast<uint32_t>(half + 127) << 23);
   const float scale_b = same_bits<float>(static_cast<uint32_t>(static_cast<int32_t>(n) - half + 127) << 23);
   return e_r * scale_a * scale_b;
-}
-
-// e^x - 1 (branch-free, so the CPU loops vectorize; std::expm1 is a scalar call): the polynomial itself where
-// exp_float's reduction would leave x alone, e^x - 1 beyond (|e^x - 1| > 0.29 there: at most ~2 bits lost).
-C10_HOST_DEVICE inline float expm1_float(float x) {
-  const bool small = x > -0.34657359f && x < 0.34657359f;
-  const float near_zero = mul_add(exp_polynomial(x), x * x, x);
-  return small ? near_zero : exp_float(x) - 1.0f;
 }
 
 // cos(πt) and sin(πt) of any float t. The argument reduction of a multiple of π is exact and
