@@ -405,9 +405,10 @@ def langevin_chain(x: torch.Tensor, model: str, n_steps: int, step_size: float, 
         langevin_chain(x, "double_well", 1000, 0.01, barrier_height=1.0)
     The whole chain runs in one kernel launch on CUDA for D <= 64 (float32; 32 for float64),
     state in registers (the Gaussian's float32 rows of exactly 16 on the tensor cores: each step's
-    gradient from split TF32 products, relative error ~2⁻²¹ instead of float32's 2⁻²⁴); wider rows take one score kernel (a matrix product for the Gaussian)
-    plus one fused update per step. On the CPU, rows of D <= 64 go 16 at a time in vector lanes (the Gaussian's
-    8), wider ones a row at a time. A seed reproduces a chain on the same device; the CPU's stream is its own.
+    gradient from split TF32 products, relative error ~2⁻²¹ instead of float32's 2⁻²⁴); wider rows take one score
+    kernel (a matrix product for the Gaussian) plus one fused update per step. On the CPU, rows of D <= 64 go 16 at a
+    time in vector lanes (the Gaussian's 8); wider ones a row at a time, but the Gaussian's a matrix product per step
+    as on CUDA. A seed reproduces a chain on the same device and route; the CPU's stream is its own.
     Never syncs with the host. thin > 0 also returns the trajectory, x after every thin-th step:
     (n_steps // thin, B, D). Returns x, or (x, trajectory) when thin > 0. clamp and generator (keyword-only
     here) as in langevin_step. dtypes: float32, float64. Not differentiable: the samples are constants for autograd
