@@ -643,17 +643,35 @@ def test_cem_minimize_with_cuda_graph_keeps_the_graph_of_a_call_whose_fn_raised(
     _assert_same_result(got, want)
 
 
+def _cem_run_with_another_thread_during_the_capture(monkeypatch, target):
+    """_cem_run("cuda", 6, cuda_graph=True) with target run in another thread inside the capture (cem_update's second
+    call), and the same run without the graph or the thread."""
+    import threading
+
+    calls, cem_update = [], fam.module.cem_update
+
+    def cem_update_meanwhile(*args):
+        calls.append(1)
+        if len(calls) == 2:  # inside the capture
+            assert torch.cuda.is_current_stream_capturing()
+            thread = threading.Thread(target=target)
+            thread.start()
+            thread.join()
+        return cem_update(*args)
+
+    want = _cem_run("cuda", 6)
+    monkeypatch.setattr(fam.module, "cem_update", cem_update_meanwhile)
+    return _cem_run("cuda", 6, cuda_graph=True), want
+
+
 @needs_graphs
 @needs_cuda
 def test_cem_minimize_with_cuda_graph_lets_other_threads_allocate_during_its_capture(monkeypatch):
-    """The capture is cem_update's second call: another thread allocates device memory meanwhile (a data loader,
-    say), a size the cache lacks, so a cudaMalloc. The capture restricts only its own thread (thread_local mode): in
-    the default mode ("global") such a call in any thread counts as unsafe during a capture. (A synchronize in another
-    thread invalidates the capture in either mode: session 51, call 6.)"""
-    import threading
-
-    errors, calls = [], []
-    cem_update = fam.module.cem_update
+    """Another thread allocates device memory during the capture (a data loader, say), a size the cache lacks, so a
+    cudaMalloc. The capture restricts only its own thread (thread_local mode): in the default mode ("global") such a
+    call in any thread counts as unsafe during a capture. (A synchronize in another thread invalidates the capture in
+    either mode: session 51, call 6.)"""
+    errors = []
 
     def other_thread_allocates():
         try:
@@ -661,18 +679,7 @@ def test_cem_minimize_with_cuda_graph_lets_other_threads_allocate_during_its_cap
         except RuntimeError as error:
             errors.append(error)
 
-    def cem_update_meanwhile(*args):
-        calls.append(1)
-        if len(calls) == 2:  # inside the capture
-            assert torch.cuda.is_current_stream_capturing()
-            thread = threading.Thread(target=other_thread_allocates)
-            thread.start()
-            thread.join()
-        return cem_update(*args)
-
-    want = _cem_run("cuda", 6)
-    monkeypatch.setattr(fam.module, "cem_update", cem_update_meanwhile)
-    got = _cem_run("cuda", 6, cuda_graph=True)
+    got, want = _cem_run_with_another_thread_during_the_capture(monkeypatch, other_thread_allocates)
     assert errors == []
     _assert_same_result(got, want)
 
@@ -683,10 +690,7 @@ def test_cem_minimize_with_cuda_graph_lets_other_threads_draw_from_their_own_gen
     """The workaround the docstring gives: on torch 2.11 a capture marks the default CUDA generator as capturing, so
     another thread's draw from it during the capture raises (session 52, call 6: 251 of 2584 draws during 50 calls).
     A draw from a generator of the thread's own, made during the capture, is the same as that generator's outside."""
-    import threading
-
-    drawn, calls = [], []
-    cem_update = fam.module.cem_update
+    drawn = []
 
     def other_thread_draws():
         generator = torch.Generator(device="cuda").manual_seed(7)
@@ -695,18 +699,7 @@ def test_cem_minimize_with_cuda_graph_lets_other_threads_draw_from_their_own_gen
         except RuntimeError as error:
             drawn.append(error)
 
-    def cem_update_meanwhile(*args):
-        calls.append(1)
-        if len(calls) == 2:  # inside the capture
-            assert torch.cuda.is_current_stream_capturing()
-            thread = threading.Thread(target=other_thread_draws)
-            thread.start()
-            thread.join()
-        return cem_update(*args)
-
-    want = _cem_run("cuda", 6)
-    monkeypatch.setattr(fam.module, "cem_update", cem_update_meanwhile)
-    got = _cem_run("cuda", 6, cuda_graph=True)
+    got, want = _cem_run_with_another_thread_during_the_capture(monkeypatch, other_thread_draws)
     _assert_same_result(got, want)
     assert len(drawn) == 1 and isinstance(drawn[0], torch.Tensor), drawn
     outside = torch.randn(1000, device="cuda", generator=torch.Generator(device="cuda").manual_seed(7))
