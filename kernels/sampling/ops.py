@@ -354,12 +354,11 @@ def _undo_failed_capture(device_index: int, graph: torch.cuda.CUDAGraph, pool) -
     its CUDA generator out of capture mode, so that every later draw in the process raised "Offset increment outside
     graph capture". The caller moves on to a fresh pool: the pinned-memory allocator's recording into this one has
     no Python API to end it, and would refuse the next capture into it ("already recording to mempool_id")."""
-    # Each allocator's recording calls a filter that points to the graph: it must outlive them.
-    _failed_captures.append(graph)
     try:
         torch._C._cuda_endAllocateToPool(device_index, pool)
-    except RuntimeError:  # capture_end got that far: it ended the recording and the generator's capture
+    except RuntimeError:  # capture_end got that far: it ended the recordings and the generator's capture
         return
+    _failed_captures.append(graph)  # the pinned-memory allocator's recording calls a filter that points to it
     torch._C._cuda_releasePool(device_index, pool)  # the failed graph's hold on the pool, which it never releases
     empty = torch.cuda.CUDAGraph()  # its capture_end takes the generator out of capture mode
     with torch.cuda.stream(torch.cuda.Stream()), warnings.catch_warnings():
