@@ -912,11 +912,14 @@ def test_a_clamp_whose_min_exceeds_its_max_is_refused_as_clamp(call):
     lambda x: ebm.hmc_chain(x, "harmonic", 1, 0.1, 2, k=None),
     lambda x: ebm.energy(x, "harmonic", k=None),
     lambda x: ebm.score(x, "harmonic", k=torch.tensor([1.0, 2.0])),
+    lambda x: ebm.energy(x, "harmonic", k="2"),
+    lambda x: ebm.langevin_chain(x, "harmonic", 1, 0.1, k=True),
 ])
 def test_a_model_parameter_that_is_no_number_is_refused_by_its_name(call):
     """energy(), score() and the chains read model parameters with float(), whose errors named none: "could not
     convert string to float: 'a'", "float() argument must be ... not 'NoneType'", "only one element tensors can be
-    converted to Python scalars" (session 44's message review)."""
+    converted to Python scalars" (session 44's message review). And k="2" and k=True passed as 2 and 1 (session
+    52's review), where harmonic_energy(x, "2") is refused by its schema."""
     with pytest.raises(TypeError, match=r"^k must be a number, got "):
         call(torch.randn(4, 3))
 

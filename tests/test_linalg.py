@@ -1354,6 +1354,29 @@ def test_shampoo_takes_numpy_integers_for_its_counts():
     assert torch.isfinite(p).all() and not torch.equal(p, before)
 
 
+def test_shampoo_refuses_a_block_size_changed_after_the_first_step_before_changing_any_state():
+    """The statistics are blocked at the first step: a group's block_size changed later raised "Bad in-place call:
+    input tensor size [3, 3] and output tensor size [2, 2]" from their update (session 52's review)."""
+    p = nn.Parameter(torch.randn(3, 4))
+    opt = linalg.Shampoo([p], block_size=3)
+    p.grad = torch.randn(3, 4)
+    opt.step()
+    opt.param_groups[0]["block_size"] = 2
+    before = {k: [t.clone() for t in v] if isinstance(v, list) else v.clone() for k, v in opt.state[p].items()}
+    with pytest.raises(ValueError, match=r"blocked in another size than block_size=2"):
+        opt.step()
+    for k, v in opt.state[p].items():
+        for a, b in zip(v if isinstance(v, list) else [v], before[k] if isinstance(v, list) else [before[k]]):
+            assert torch.equal(a, b), k
+
+
+def test_inverse_root_refuses_a_bool_p():
+    """p=True is 1 to Python and to the op's schema: it returned the inverse (session 52's review)."""
+    for fallback in ("auto", "always"):
+        with pytest.raises(TypeError, match="^p must be an integer in \\[1, 32\\], got bool True$"):
+            linalg.matrix_inverse_root(4 * torch.eye(3), True, fallback=fallback)
+
+
 @pytest.mark.parametrize("shape", [(4,), (3, 4)])
 def test_shampoo_refuses_complex_parameters_before_changing_any_state(shape):
     """A complex parameter was not refused: a 1-D one took an 'Adam' step with g * g for |g|^2 (0.1j off Adam's

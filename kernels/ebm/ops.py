@@ -147,6 +147,8 @@ def _model_args(model: str, params: dict):
         given = params.get(name, default)
         check_numbers(**{name: given})  # float() below drops a derivative (the chains had no check)
         try:  # float()'s own errors named no parameter ("could not convert string to float: 'a'")
+            if isinstance(given, (str, bytes, bool)):  # float("2") and float(True) passed (session 52's review)
+                raise TypeError
             value = float(given)
         except (TypeError, ValueError):
             raise TypeError(f"{name} must be a number, got {given!r}") from None

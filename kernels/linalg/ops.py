@@ -152,6 +152,8 @@ def matrix_inverse_root(A: torch.Tensor, p: int = 4, eps: float = 1e-6, *, max_c
       and the CPU's large-matrix "auto" route above).
     """
     check_numbers(eps=eps, max_cond=max_cond)
+    if isinstance(p, bool):  # an int to Python and to the op's schema: p=True took the inverse (session 52's review)
+        raise TypeError(f"p must be an integer in [1, 32], got bool {p}")
     if fallback not in ("auto", "never", "always"):
         raise ValueError(f"fallback must be 'auto', 'never' or 'always', got {fallback!r}")
     in_float64 = False
@@ -700,6 +702,15 @@ class Shampoo(torch.optim.Optimizer):
                     problem = "has a sparse gradient" if p.grad.is_sparse else f"is complex ({p.dtype})"
                     raise RuntimeError(f"Shampoo: param_groups[{i}]['params'][{j}] {problem}, which Shampoo does not "
                                        f"support")
+                # A block_size changed after the first step raised "Bad in-place call: input tensor size [3, 3] and
+                # output tensor size [2, 2]" from the statistics' update (session 52's review)
+                if p.grad is not None and "L" in self.state.get(p, {}):  # (not state[p]: a defaultdict's new entry)
+                    blocks = self._blocks(p.shape[0], math.prod(p.shape[1:]), group["block_size"])
+                    if [r1 - r0 for r0, r1, _, _ in blocks] != [L.shape[0] for L in self.state[p]["L"]] or \
+                            [c1 - c0 for _, _, c0, c1 in blocks] != [R.shape[0] for R in self.state[p]["R"]]:
+                        raise ValueError(f"Shampoo: param_groups[{i}]['params'][{j}]'s statistics are blocked in "
+                                         f"another size than block_size={group['block_size']}: its statistics cannot "
+                                         f"be re-blocked; keep a group's block_size from its first step")
         due = iter(self._roots_due())
         work, todo = [], []
         for group in self.param_groups:
