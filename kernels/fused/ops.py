@@ -1,7 +1,8 @@
 """Fused activations: relu_add = relu(x) + y + bias, with autograd.
 
 dtypes: float32, float64, float16 and bfloat16 (half types accumulate in float32).
-Inputs may have any strides; the output is contiguous. Shapes for fake tensors
+Inputs may have any strides. The output has x's layout when x is dense (transposed, channels-last,
+...), as torch's relu(x) + y, and is contiguous otherwise. Shapes for fake tensors
 (torch.compile, opcheck) come from the op's Meta kernel in fused.cpp.
 """
 from collections.abc import Callable
