@@ -1558,3 +1558,25 @@ def test_hmc_chain_stepwise_never_accepts_a_proposal_it_must_reject():
     out, acceptance = ebm.hmc_chain(torch.zeros(B, D), "gaussian", 1, 1e3, 1, mean=torch.zeros(D),
                                     precision=torch.eye(D))
     assert acceptance.sum() == 0 and (out == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_wide_gaussian_reads_no_uninitialised_memory(device, dtype):
+    """Rows wider than the row kernels' 64 take a matrix product into an uninitialised buffer with beta = 0
+    (session 53: the ½ rides on the product's alpha). Blocks full of NaN freed just before are what the
+    allocator hands out next, so a product that read its buffer would show NaN here."""
+    B, D = 48, 100
+    x = torch.randn(B, D, device=device, dtype=dtype)
+    mean = torch.randn(D, device=device, dtype=dtype)
+    a = torch.randn(D, D, device=device, dtype=torch.float64)
+    precision = (a @ a.T / D + torch.eye(D, device=device, dtype=torch.float64)).to(dtype)
+    atol, rtol = TOLERANCES[dtype]
+    for op, reference in ((ebm.gaussian_energy, ebm.reference.gaussian_energy),
+                          (ebm.gaussian_score, ebm.reference.gaussian_score)):
+        junk = [torch.full((B, D), float("nan"), device=device, dtype=dtype) for _ in range(3)]
+        del junk
+        out = op(x, mean, precision)
+        assert not out.isnan().any()
+        expected = reference(x.double(), mean.double(), precision.double())
+        scale = 1.0 if op is ebm.gaussian_score else D  # an energy sums D products
+        torch.testing.assert_close(out.double(), expected, atol=atol * scale, rtol=rtol)
