@@ -5,7 +5,8 @@ shapes and other dtypes, where a kernel tuned for the issue's size can fall behi
 timed the way a Python loop sees it: calls made back to back, synchronised once a round (host time
 included when the op is launch-bound, device time otherwise), median of rounds.
 
-    python tools/shape_sweep.py --out DIR [--families ebm sampling] [--max-seconds 400]
+    python tools/shape_sweep.py --out DIR [--families ebm sampling train] [--match "relu_add n=1677"]
+        [--max-seconds 400]
 
 Writes DIR/sweep.jsonl (one line a case, written as it goes, so a cut run keeps what it measured)
 and prints the cases where ours is more than 5% behind eager or torch.compile.
@@ -157,6 +158,56 @@ def linalg_cases():
                ref.per_sample_grad_linear, (x, g))
 
 
+def _leaf(*shape, dtype=torch.float32, scale=1.0):
+    return (_rand(*shape, dtype=dtype) * scale).requires_grad_()
+
+
+def train_cases():
+    """Forward and backward (out.sum().backward()) of the differentiable ops, where a training loop
+    meets our backward formulas (several recompute with PyTorch ops)."""
+    ebm, diffusion = loader.load("ebm"), loader.load("diffusion")
+    fused, linalg = loader.load("fused"), loader.load("linalg")
+    for B, D, dtype in [(1 << 20, 16, torch.float32), (1024, 1000, torch.float32), (1 << 20, 16, torch.bfloat16)]:
+        x = _leaf(B, D, dtype=dtype)
+        for model in ("rosenbrock", "ackley", "gaussian"):
+            extra = (_rand(D, dtype=dtype), _precision(D, dtype)) if model == "gaussian" else ()
+            yield ("ebm", f"{model}_energy backward", f"B={B} D={D}", dtype, getattr(ebm, f"{model}_energy"),
+                   ebm.reference.ENERGIES[model], (x, *extra))
+    for n, dtype in [(1 << 24, torch.float32), (1 << 24, torch.bfloat16)]:
+        yield ("fused", "relu_add backward", f"n={n}", dtype, fused.relu_add, fused.reference.relu_add,
+               (_leaf(n, dtype=dtype), _leaf(n, dtype=dtype), 0.5))
+    for B, cin, cout, L, dtype in [(1, 256, 256, 16, torch.float32), (8, 64, 128, 64, torch.float32),
+                                   (64, 256, 512, 16, torch.float32), (256, 256, 512, 16, torch.bfloat16)]:
+        K, G = 5, 8
+        args = (_leaf(B, cin, L, dtype=dtype), _leaf(cout, cin, K, dtype=dtype, scale=(cin * K) ** -0.5),
+                _leaf(cout, dtype=dtype), _leaf(cout, dtype=dtype), _leaf(cout, dtype=dtype))
+        yield ("diffusion", "conv1d_gn_mish backward", f"B={B} C={cin}->{cout} L={L} K={K} G={G}", dtype,
+               lambda *a, G=G: diffusion.conv1d_gn_mish(*a, G),
+               lambda *a, G=G: diffusion.reference.conv1d_gn_mish(*a, G), args)
+    sched = diffusion.ddpm_schedule(1000, "linear", device=DEVICE)
+    for shape in [(1, 2, 16), (256, 16, 2048)]:
+        m, x = _leaf(*shape), _rand(*shape)
+        t = torch.randint(1, 1000, (shape[0],), device=DEVICE)
+        z = _rand(*shape)
+        yield ("diffusion", "ddpm_step backward (model_output)", "x".join(map(str, shape)), torch.float32,
+               lambda m, t, x, z: diffusion.ddpm_step(m, t, x, sched, z),
+               lambda m, t, x, z: diffusion.reference.ddpm_step(m, t, x, sched, z), (m, t, x, z))
+    for m, k in [(16, 16), (64, 200)]:
+        yield ("linalg", "kron backward", f"{m}x{m} (x) {k}x{k}", torch.float32, linalg.kron, torch.kron,
+               (_leaf(m, m), _leaf(k, k)))
+    for n in (32, 256):
+        a = torch.randn(n, n, device=DEVICE, dtype=torch.float64)
+        A = (a @ a.T / n + torch.eye(n, device=DEVICE, dtype=torch.float64)).float().requires_grad_()
+        yield ("linalg", "matrix_inverse_root backward", f"n={n}", torch.float32,
+               lambda A: linalg.matrix_inverse_root(A, 4, 1e-6), lambda A: linalg.reference.matrix_inverse_root_eigh(A, 4, 1e-6), (A,))
+
+
+def _backward_of(fn):
+    def forward_backward(*inputs):
+        fn(*inputs).float().sum().backward()
+    return forward_backward
+
+
 FAMILIES = {"ebm": ebm_cases, "sampling": sampling_cases, "diffusion": diffusion_cases, "fused": fused_cases,
             "linalg": linalg_cases}
 
@@ -164,9 +215,12 @@ FAMILIES = {"ebm": ebm_cases, "sampling": sampling_cases, "diffusion": diffusion
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--families", nargs="*", default=list(FAMILIES))
+    parser.add_argument("--families", nargs="*", default=[*FAMILIES, "train"],
+                        help="families, and 'train' for forward + backward of the differentiable ops")
     parser.add_argument("--max-seconds", type=float, default=1e9, help="stop starting new cases after this")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--match", nargs="*", default=[],
+                        help="only cases whose 'family op shape dtype' contains every word of one of these")
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -175,11 +229,19 @@ def main() -> int:
     behind = []
     with open(args.out / "sweep.jsonl", "a") as log:
         for family in args.families:
-            for op, shape, dtype, ours, reference, inputs in FAMILIES[family]():
+            for case in FAMILIES[family]() if family != "train" else train_cases():
+                if family == "train":  # (family, op, ...): the family of the op, the times of forward + backward
+                    family_name, op, shape, dtype, ours, reference, inputs = case
+                    ours, reference = _backward_of(ours), _backward_of(reference)
+                else:
+                    family_name, (op, shape, dtype, ours, reference, inputs) = family, case
                 if time.monotonic() > deadline:
-                    print(f"stopped at {family} {op} {shape}: --max-seconds reached", flush=True)
+                    print(f"stopped before {family}'s next case: --max-seconds reached", flush=True)
                     return 0
-                row = {"family": family, "op": op, "shape": shape, "dtype": str(dtype).removeprefix("torch.")}
+                row = {"family": family_name, "op": op, "shape": shape, "dtype": str(dtype).removeprefix("torch.")}
+                label = " ".join(row.values())
+                if args.match and not any(all(w in label for w in m.split()) for m in args.match):
+                    continue
                 row["ours_us"] = per_call_us(lambda: ours(*inputs))
                 row["eager_us"] = per_call_us(lambda: reference(*inputs))
                 try:
@@ -194,7 +256,7 @@ def main() -> int:
                 log.write(json.dumps(row) + "\n")
                 log.flush()
                 flag = "  BEHIND" if row["ours_us"] > BEHIND * best else ""
-                print(f"{family:9} {op:24} {shape:28} {row['dtype']:9} ours {row['ours_us']:9.1f}  "
+                print(f"{family_name:9} {op:24} {shape:28} {row['dtype']:9} ours {row['ours_us']:9.1f}  "
                       f"eager {row['eager_us']:9.1f}  compile {row.get('compile_us', float('nan')):9.1f}{flag}",
                       flush=True)
                 if flag:
