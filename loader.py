@@ -488,10 +488,12 @@ def register_autograd(qualname: str, backward, *, setup_context, forward_formula
             return (*grads_in, None) if isinstance(grads_in, tuple) else (grads_in, None)
 
         # A single-level Function (see _apply_function): forward and setup_context apart, applied by torch's
-        # C++ apply.
+        # C++ apply. Compiled autograd asks the node's class for autograd.Function's key, which
+        # _SingleLevelFunction lacks (every op's backward raised AttributeError there; session 53's review).
         function = type(f"{name}_backward", (torch.autograd.function._SingleLevelFunction,),
                         {"forward": staticmethod(forward), "setup_context": staticmethod(setup_context_without_keyset),
-                         "backward": staticmethod(backward_without_keyset)})
+                         "backward": staticmethod(backward_without_keyset),
+                         "_compiled_autograd_key": vars(torch.autograd.Function)["_compiled_autograd_key"]})
         return op, function
 
     def autograd_kernel(keyset, *args):

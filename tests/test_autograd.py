@@ -132,6 +132,63 @@ def test_other_differentiable_ops_have_second_derivatives(device):
         assert torch.autograd.gradgradcheck(fn, args), name
 
 
+def test_batched_gradients_of_other_ops(device):
+    """torch's legacy vmap runs a backward once for a batch of grad_outputs (autograd.grad(is_grads_batched=True),
+    gradcheck's check_batched_grad, autograd.functional.jacobian(vectorize=True)). kron's and
+    per_sample_grad_linear's backwards were einsums, which it has no rule for: they raised (session 53's review)."""
+    for name, (fn, args) in other_cases(device).items():
+        if name == "matrix_inverse_root":  # eigh's backward has no legacy batching rule either (torch's own)
+            continue
+        assert torch.autograd.gradcheck(fn, args, check_batched_grad=True), name
+
+
+def test_backward_under_compiled_autograd(device):
+    """Compiled autograd traces each node of the backward graph; it asks an autograd.Function's class for
+    `_compiled_autograd_key`, which the loader's single-level Functions lacked: every op's backward raised
+    AttributeError under it (session 53's review)."""
+    ca = pytest.importorskip("torch._dynamo.compiled_autograd")
+    if not hasattr(ca, "_enable"):
+        pytest.skip("this torch has no compiled_autograd._enable")
+    x4 = rand(3, 4, device=device)
+    mean, precision = gaussian_args(4, device)
+    cases = {name: other_cases(device)[name] for name in ("relu_add", "kron", "conv1d_gn_mish", "matrix_inverse_root")}
+    cases["gaussian_energy"] = (ebm.gaussian_energy, (x4, mean, precision))
+    cases["ackley_score"] = (ebm.ackley_score, (rand(3, 4, device=device),))
+    sched = schedule(device)
+    t = torch.tensor([5, 11], device=device)
+    cases["ddpm_step"] = (lambda m, x, z: diffusion.ddpm_step(m, t, x, sched, z),
+                          tuple(rand(2, 3, device=device) for _ in range(3)))
+    for name, (fn, args) in cases.items():
+        inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        expected = torch.autograd.grad(fn(*args).pow(2).sum(), inputs)
+        for a in inputs:
+            a.grad = None
+        with ca._enable(torch.compile(backend="aot_eager")):
+            fn(*args).pow(2).sum().backward()
+        for a, e in zip(inputs, expected):
+            torch.testing.assert_close(a.grad, e, msg=name)
+            a.grad = None
+
+
+@pytest.mark.parametrize("t", [7, "0-d", "per row"])
+def test_steps_linearize(device, t):
+    """torch.func.linearize traces the forward formula: reference.py indexed the schedule with ac[t], which
+    reads a 0-d index tensor on the host (.item()), so linearize of ddpm_step and ddim_step raised even for
+    an int t (the op makes it a tensor; session 53's review)."""
+    from torch.func import jvp, linearize
+
+    sched = schedule(device)
+    t = {"0-d": torch.tensor(7, device=device), "per row": torch.tensor([7, 12, 3], device=device)}.get(t, t)
+    m, x, z, tangent = (torch.randn(3, 4, dtype=F64, device=device) for _ in range(4))
+    for ours, ref in ((diffusion.ddpm_step, diffusion.reference.ddpm_step),
+                      (lambda m, t, x, s, z: diffusion.ddim_step(m, t, t - 1, x, s, 0.5, z),
+                       lambda m, t, x, s, z: diffusion.reference.ddim_step(m, t, t - 1, x, s, 0.5, z))):
+        value, jvp_fn = linearize(lambda m: ours(m, t, x, sched, z), m)
+        ref_value, ref_tangent = jvp(lambda m: ref(m, t, x, sched, z), (m,), (tangent,))
+        torch.testing.assert_close(value, ref_value)
+        torch.testing.assert_close(jvp_fn(tangent), ref_tangent)
+
+
 def schedule(device):
     return diffusion.ddpm_schedule(20, "squaredcos_cap_v2", device=device)
 

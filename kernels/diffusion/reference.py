@@ -67,8 +67,8 @@ def ddpm_step(model_output, t, sample, schedule, noise=None, prediction_type="ep
               clip_sample_range=1.0):
     t = _timesteps(t, schedule)
     ac = schedule[:, 1]
-    alpha_prod_t = ac[t]
-    alpha_prod_t_prev = torch.where(t > 0, ac[(t - 1).clamp(min=0)], torch.ones_like(alpha_prod_t))
+    alpha_prod_t = ac.take(t)  # take, not ac[t]: a 0-d index tensor is read on the host (.item())
+    alpha_prod_t_prev = torch.where(t > 0, ac.take((t - 1).clamp(min=0)), torch.ones_like(alpha_prod_t))
     beta_prod_t, beta_prod_t_prev = 1 - alpha_prod_t, 1 - alpha_prod_t_prev
     current_alpha_t = alpha_prod_t / alpha_prod_t_prev
     current_beta_t = 1 - current_alpha_t
@@ -95,8 +95,8 @@ def ddim_step(model_output, t, t_prev, sample, schedule, eta=0.0, noise=None, pr
     t, t_prev = _timesteps(t, schedule), _timesteps(t_prev, schedule)
     ac = schedule[:, 1]
     final = torch.ones((), dtype=ac.dtype, device=ac.device) if set_alpha_to_one else ac[0]
-    alpha_prod_t = ac[t]
-    alpha_prod_t_prev = torch.where(t_prev >= 0, ac[t_prev.clamp(min=0)], final)
+    alpha_prod_t = ac.take(t)
+    alpha_prod_t_prev = torch.where(t_prev >= 0, ac.take(t_prev.clamp(min=0)), final)
     beta_prod_t, beta_prod_t_prev = 1 - alpha_prod_t, 1 - alpha_prod_t_prev
     variance = beta_prod_t_prev / beta_prod_t * (1 - alpha_prod_t / alpha_prod_t_prev)
     std_dev_t = eta * variance.sqrt()

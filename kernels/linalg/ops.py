@@ -264,9 +264,17 @@ def _kron_setup(ctx, inputs, output):
 def _kron_backward(ctx, grad):
     A, B = ctx.saved_tensors
     (m, n), (p, q) = A.shape[-2:], B.shape[-2:]
+    # G[..., i, k, j, l] is the gradient of out[..., i*p + k, j*q + l] = A[i, j] B[k, l]. Each gradient is a batched
+    # matrix-vector product over G's contiguous (n, q) blocks (one read of G), then a short sum, in float32 for
+    # 16-bit grads. Not einsum: torch's legacy vmap (autograd.grad(is_grads_batched=True), gradcheck's batched
+    # check) has no einsum rule, and that raised (session 53's review).
     G = grad.reshape(*grad.shape[:-2], m, p, n, q)
-    grad_A = torch.einsum("...ikjl,...kl->...ij", G, B) if ctx.needs_input_grad[0] else None
-    grad_B = torch.einsum("...ikjl,...ij->...kl", G, A) if ctx.needs_input_grad[1] else None
+    acc = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
+    grad_A = grad_B = None
+    if ctx.needs_input_grad[0]:  # sum over k of (sum over l of G[i, k, j, l] B[k, l])
+        grad_A = torch.matmul(G, B[..., None, :, :, None]).squeeze(-1).sum(-2, dtype=acc).to(grad.dtype)
+    if ctx.needs_input_grad[1]:  # sum over i of (sum over j of A[i, j] G[i, k, j, l])
+        grad_B = torch.matmul(A[..., :, None, None, :], G).squeeze(-2).sum(-3, dtype=acc).to(grad.dtype)
     return grad_A, grad_B
 
 
@@ -297,10 +305,11 @@ def _per_sample_grad_linear_setup(ctx, inputs, output):
 
 def _per_sample_grad_linear_backward(ctx, grad_w, grad_b):
     x, g = ctx.saved_tensors
-    grad_x = torch.einsum("boi,bo->bi", grad_w, g) if ctx.needs_input_grad[0] else None
+    # batched matrix-vector products (bmm), not einsum: see _kron_backward
+    grad_x = torch.matmul(g.unsqueeze(-2), grad_w).squeeze(-2) if ctx.needs_input_grad[0] else None
     grad_g = None
     if ctx.needs_input_grad[1]:
-        grad_g = torch.einsum("boi,bi->bo", grad_w, x)
+        grad_g = torch.matmul(grad_w, x.unsqueeze(-1)).squeeze(-1)
         if ctx.with_bias and grad_b is not None:
             grad_g = grad_g + grad_b
     return grad_x, grad_g, None
