@@ -233,8 +233,10 @@ def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     slower there), then runs one fused GroupNorm + Mish pass. Where PyTorch convolves in a half type
     (cuDNN, the CPU's bfloat16 with AVX-512), the convolution's output is rounded to it before the
     GroupNorm, as in eager PyTorch.
-    Differentiable in x, weight, bias, gn_weight and gn_bias: the backward recomputes the forward
-    with PyTorch ops (float32 for half types) and applies the GroupNorm / Mish derivatives.
+    Differentiable in x, weight, bias, gn_weight and gn_bias: the backward recomputes the convolution
+    and GroupNorm with PyTorch ops and runs eager autograd's backward kernels (in x's dtype on CUDA,
+    float32 for half types on the CPU); with create_graph=True (second derivatives) it applies the
+    GroupNorm / Mish derivatives as a formula in float32 instead (those kernels have no derivatives).
     """
     check_numbers(eps=eps)
     return _ops.conv1d_gn_mish(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps)
@@ -262,6 +264,8 @@ def _conv_gn_recomputed(xf, wf, bf, gw, gb, groups, pad, eps):
 
 
 def _conv_backward(ctx, grad):
+    if not torch.is_grad_enabled():  # a plain backward (no create_graph): torch's own backward kernels
+        return _conv_backward_by_torch_kernels(ctx, grad)
     x, weight, bias, gn_weight, gn_bias = ctx.saved_tensors
     groups, eps, pad = ctx.num_groups, ctx.eps, ctx.padding
     ct = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -286,6 +290,33 @@ def _conv_backward(ctx, grad):
 
     return (cast(grad_x, x), cast(grad_w, weight), cast(grad_b, bias), cast(grad_gw, gn_weight),
             cast(grad_gb, gn_bias), None, None, None)
+
+
+def _conv_backward_by_torch_kernels(ctx, grad):
+    """The backward eager autograd runs (GroupNorm's and Mish's fused backward kernels, then the convolution's)
+    after recomputing the convolution and GroupNorm: ~7 launches, 16-bit kernels on CUDA accumulating in float32.
+    The formula in _conv_backward took ~30 launches and convolved 16-bit inputs in float32: forward + backward
+    was 1.2-2.1x eager's (session 53's sweep, H200). Those kernels have no derivatives of their own, so a backward
+    with create_graph=True takes the formula. 16-bit inputs on the CPU are computed in float32 (PyTorch's 16-bit
+    CPU convolutions are 10-20x slower)."""
+    x, weight, bias, gn_weight, gn_bias = ctx.saved_tensors
+    groups, eps, pad = ctx.num_groups, ctx.eps, ctx.padding
+    dtype = torch.float32 if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    x_, weight_, gn_weight_ = x.to(dtype), weight.to(dtype), gn_weight.to(dtype)
+    z = F.conv1d(x_, weight_, None if bias is None else bias.to(dtype), padding=pad)
+    b, c, length = z.shape
+    h, mean, rstd = torch.ops.aten.native_group_norm(z, gn_weight_, gn_bias.to(dtype), b, c, length, groups, eps)
+    dh = torch.ops.aten.mish_backward(grad.to(dtype), h)
+    need = ctx.needs_input_grad
+    dz, grad_gw, grad_gb = torch.ops.aten.native_group_norm_backward(
+        dh, z, mean, rstd, gn_weight_, b, c, length, groups, [any(need[:3]), need[3], need[4]])
+    grad_x = grad_w = grad_b = None
+    if any(need[:3]):
+        grad_x, grad_w, grad_b = torch.ops.aten.convolution_backward(
+            dz, x_, weight_, [c] if bias is not None else None, [1], [pad], [1], False, [0], 1,
+            [need[0], need[1], bias is not None and need[2]])
+    return tuple(None if gr is None else gr.to(like.dtype) for gr, like in
+                 ((grad_x, x), (grad_w, weight), (grad_b, bias), (grad_gw, gn_weight), (grad_gb, gn_bias))) + (None,) * 3
 
 
 def _conv_forward_formula(value, x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps):
