@@ -9,7 +9,8 @@ included when the op is launch-bound, device time otherwise), median of rounds.
         [--max-seconds 400]
 
 Writes DIR/sweep.jsonl (one line a case, written as it goes, so a cut run keeps what it measured)
-and prints the cases where ours is more than 5% behind eager or torch.compile.
+and prints the cases where ours is more than 5% behind eager or torch.compile, or needs more than 1.5x
+their peak memory (CUDA).
 """
 import argparse
 import json
@@ -52,6 +53,18 @@ def per_call_us(fn, rounds: int = 5, round_seconds: float = 0.004) -> float:
         _sync()
         times.append((time.perf_counter() - start) / calls * 1e6)
     return statistics.median(times)
+
+
+def peak_mib(fn) -> float:
+    """MiB allocated at the peak of one call beyond what was allocated before it (CUDA; 0 on the CPU)."""
+    if DEVICE != "cuda":
+        return 0.0
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2 ** 20
 
 
 def _rand(*shape, dtype=torch.float32):
@@ -244,11 +257,13 @@ def main() -> int:
                     continue
                 row["ours_us"] = per_call_us(lambda: ours(*inputs))
                 row["eager_us"] = per_call_us(lambda: reference(*inputs))
+                row["ours_mib"], row["eager_mib"] = peak_mib(lambda: ours(*inputs)), peak_mib(lambda: reference(*inputs))
                 try:
                     torch._dynamo.reset()
                     compiled = torch.compile(reference, dynamic=False)
                     compiled(*inputs)
                     row["compile_us"] = per_call_us(lambda: compiled(*inputs))
+                    row["compile_mib"] = peak_mib(lambda: compiled(*inputs))
                 except Exception as exc:  # report, don't stop the sweep
                     row["compile_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
                 best = min(row.get("eager_us", 1e30), row.get("compile_us", 1e30))
@@ -256,15 +271,19 @@ def main() -> int:
                 log.write(json.dumps(row) + "\n")
                 log.flush()
                 flag = "  BEHIND" if row["ours_us"] > BEHIND * best else ""
+                least_mib = min(row["eager_mib"], row.get("compile_mib", 1e30))
+                if row["ours_mib"] > 1.5 * least_mib + 1:  # more memory than a baseline (1 MiB of slack)
+                    flag += f"  MEMORY {row['ours_mib']:.0f} MiB against {least_mib:.0f}"
                 print(f"{family_name:9} {op:24} {shape:28} {row['dtype']:9} ours {row['ours_us']:9.1f}  "
                       f"eager {row['eager_us']:9.1f}  compile {row.get('compile_us', float('nan')):9.1f}{flag}",
                       flush=True)
                 if flag:
-                    behind.append(row)
-    print(f"\n{len(behind)} cases behind eager or torch.compile by more than {BEHIND - 1:.0%}:")
-    for row in behind:
+                    behind.append((row, flag))
+    print(f"\n{len(behind)} cases behind eager or torch.compile by more than {BEHIND - 1:.0%} in time, or by half "
+          "in peak memory:")
+    for row, flag in behind:
         print(f"  {row['family']} {row['op']} {row['shape']} {row['dtype']}: ours {row['ours_us']:.1f} us, "
-              f"best baseline {min(row['eager_us'], row.get('compile_us', 1e30)):.1f} us")
+              f"best baseline {min(row['eager_us'], row.get('compile_us', 1e30)):.1f} us{flag}")
     return 0
 
 
