@@ -931,9 +931,18 @@ class Family:
         # without its ops for good), and old ones are only replaced, never deleted first (other threads
         # calling an op during a reload found it missing: session 40's review).
         ops = {op: getattr(source, op) for op in names}
-        for op, value in ops.items():  # its classes pickle by family and build, not by the private module's name
-            if ops_module is not None and isinstance(value, type) and value.__module__ == ops_module.__name__:
+        default_root = self.root == kernels_root()
+        # ops.py's classes and functions pickle by family, not by the build's private module, which no other process has
+        for op, value in ops.items():
+            if ops_module is None or getattr(value, "__module__", None) != ops_module.__name__:
+                continue
+            if isinstance(value, type):  # its classes, by family and build
                 copyreg.pickle(value, functools.partial(_reduce_family_object, spec.name, spec.namespace, op))
+            elif isinstance(value, types.FunctionType) and default_root:
+                # An op kept by a model (self.act = fused.relu_add) pickled as _jk_ops_jk_fused_<key>.relu_add: torch.load
+                # raised ModuleNotFoundError in a process without that build (session 53's review). As loader.fused.relu_add
+                # it unpickles to the family's current build, loading it if need be.
+                value.__module__, value.__qualname__ = __name__, f"{spec.name}.{op}"
         for op, value in ops.items():
             setattr(self, op, value)
         for op in set(self._op_names) - set(ops):
@@ -959,6 +968,11 @@ class Family:
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._op_names))
+
+    def __reduce__(self):
+        """pickle and copy.deepcopy (of a model that keeps a family: self.ops = loader.fused) give the family
+        loaded by name: `cannot pickle 'module' object` before (session 53's review)."""
+        return (load, (self.name,) if self.root == kernels_root() else (self.name, str(self.root)))
 
     def __repr__(self):
         halves = "C++ + CUDA" if self.cuda else "C++"

@@ -69,6 +69,36 @@ def test_families_lists_the_repo_families():
     assert "common" not in loader.families()
 
 
+def test_kept_ops_and_families_pickle_by_name(tmp_path):
+    """A model that keeps an op (self.act = fused.relu_add) or a family (self.ops = loader.fused): copy.deepcopy
+    (an EMA copy) raised "cannot pickle 'module' object" for the family, and torch.load in a process without that
+    exact build raised ModuleNotFoundError for the op's private module _jk_ops_jk_fused_<key> (session 53's review).
+    Both now come back as the family's current build, loaded by name on first use."""
+    import copy
+    import pickle
+
+    fused = loader.load("fused")
+    kept = {"act": fused.relu_add, "family": fused}
+    twin = copy.deepcopy(kept)
+    assert twin["act"] is fused.relu_add and twin["family"] is fused
+    for protocol in (2, 4, pickle.HIGHEST_PROTOCOL):
+        payload = pickle.dumps(kept, protocol=protocol)
+        assert b"_jk_ops" not in payload
+        assert pickle.loads(payload) == kept
+    path = tmp_path / "kept.pt"
+    torch.save(kept, path)
+    code = textwrap.dedent(f"""
+        import torch
+        kept = torch.load({str(path)!r}, weights_only=False)  # no loader.load first
+        x = torch.tensor([-1.0, 2.0])
+        print(kept["act"](x, x, 0.5).tolist(), kept["family"].name)
+        """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(loader.__file__).parent, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "[-0.5, 4.5] fused"
+
+
 def test_unknown_family_names_it():
     with pytest.raises(ValueError, match="nosuchfamily"):
         loader.load("nosuchfamily")

@@ -163,7 +163,8 @@ def test_ops_py_compiles_as_its_own_module():
     annotations`, so its annotations are evaluated as a normal import would."""
     module = loader.load("fused").module
     assert module.__annotations__["NAMESPACE"] is str
-    assert module.__file__.endswith("ops.py") and module.relu_add.__module__ == module.__name__
+    # its functions run in its namespace (their __module__ names loader, so pickle finds them by family: session 53)
+    assert module.__file__.endswith("ops.py") and module.relu_add.__globals__ is module.__dict__
 
 
 @pytest.mark.parametrize("cuda_half", ["0", "1"])
