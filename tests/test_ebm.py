@@ -1580,3 +1580,19 @@ def test_wide_gaussian_reads_no_uninitialised_memory(device, dtype):
         expected = reference(x.double(), mean.double(), precision.double())
         scale = 1.0 if op is ebm.gaussian_score else D  # an energy sums D products
         torch.testing.assert_close(out.double(), expected, atol=atol * scale, rtol=rtol)
+
+
+@pytest.mark.parametrize("chain", ["langevin", "hmc"])
+@pytest.mark.parametrize("D", [1, 300])
+def test_a_chain_longer_than_its_random_stream_is_refused(device, chain, D):
+    """n_steps = 2^63 - 1 overflowed the CPU chains' batch of steps ((n_steps + 3) / 4 * 4) and read past their
+    normals' buffer: the process died of SIGSEGV (session 53's sanitizer review). A row's stream holds n_steps x D
+    normals; past 2^60 of them the call is refused by name (such a chain would never finish anyway)."""
+    x = torch.zeros(2, D, device=device)
+    run = ((lambda n: ebm.langevin_chain(x, "harmonic", n, 0.1)) if chain == "langevin"
+           else (lambda n: ebm.hmc_chain(x, "harmonic", n, 0.1, 2)))
+    for n_steps in (2 ** 63 - 1, 2 ** 60 // D + 1):
+        with pytest.raises(ValueError, match=rf"n_steps must be at most 2\^60 / D = {2 ** 60 // D} .*got {n_steps}"):
+            run(n_steps)
+    out = run(3)  # langevin: the state; hmc: (state, acceptance rate)
+    assert (out[0] if isinstance(out, tuple) else out).shape == (2, D)

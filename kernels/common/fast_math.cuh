@@ -62,10 +62,13 @@ C10_HOST_DEVICE inline float exp_float(float x) {
   const float n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;  // rint for |x / ln2| < 2^22
   const float r = mul_add(n, 2.12194440e-4f, mul_add(n, -0.693359375f, x));
   const float e_r = mul_add(exp_polynomial(r), r * r, r + 1.0f);
-  const int32_t half = static_cast<int32_t>(n) >> 1;  // n in [-150, 128]: both factors normal, the first
-                                                       // product exact, the second rounded once if subnormal
+  // n in [-150, 128]: both factors normal, the first product exact, the second rounded once if subnormal. A NaN x
+  // (the clamps keep it) converts n = 0, not NaN, to an integer: that conversion is undefined behaviour (session 53's
+  // sanitizer review; x86 gave INT_MIN), and e_r carries the NaN to the result anyway.
+  const int32_t whole = static_cast<int32_t>(n == n ? n : 0.0f);
+  const int32_t half = whole >> 1;
   const float scale_a = same_bits<float>(static_cast<uint32_t>(half + 127) << 23);
-  const float scale_b = same_bits<float>(static_cast<uint32_t>(static_cast<int32_t>(n) - half + 127) << 23);
+  const float scale_b = same_bits<float>(static_cast<uint32_t>(whole - half + 127) << 23);
   return e_r * scale_a * scale_b;
 }
 

@@ -82,6 +82,15 @@ void check_chain_args(const at::Tensor& x, int64_t n_steps, double step_size, in
   TORCH_CHECK_VALUE(thin >= 0, "thin must be >= 0 (0: no trajectory), got ", std::to_string(thin));
 }
 
+// A row's random stream holds n_steps × D normals (Philox counters and the CPU's batches count them in 64 bits):
+// n_steps = 2^63 - 1 overflowed the CPU chains' batch size and read past their normals' buffer (SIGSEGV; session
+// 53's sanitizer review). Such a chain would never finish anyway. Checked where D is a number (not under fake tensors).
+void check_chain_length(int64_t n_steps, int64_t D) {
+  const int64_t most = (int64_t(1) << 60) / std::max<int64_t>(D, 1);
+  TORCH_CHECK_VALUE(n_steps <= most, "n_steps must be at most 2^60 / D = ", std::to_string(most),
+                    " for rows of D = ", std::to_string(D), " (n_steps x D normals a row), got ", std::to_string(n_steps));
+}
+
 // A chain's saved states: every thin-th of n_steps, (n_steps / thin, B, D); none when thin is 0.
 at::Tensor empty_trajectory(const at::Tensor& x, int64_t n_steps, int64_t thin) {
   return at::empty_symint({thin > 0 ? n_steps / thin : 0, x.sym_size(0), x.sym_size(1)}, x.options());
@@ -127,6 +136,7 @@ std::tuple<at::Tensor, at::Tensor> langevin_chain(const at::Tensor& x, const std
   at::Tensor traj = empty_trajectory(x, n_steps, thin);
   if (x.is_meta()) return {out, traj};
   const int64_t B = x.size(0), D = x.size(1);
+  check_chain_length(n_steps, D);
   if (B == 0) return {out, traj};
   const at::Tensor xc = x.contiguous();
   const auto u = make_update(-step_size, noise_scale * std::sqrt(2.0 * step_size), clamp_min, clamp_max);
@@ -201,6 +211,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> hmc_chain(const at::Tensor& x, co
   at::Tensor traj = empty_trajectory(x, n_steps, thin);
   if (x.is_meta()) return {out, acc, traj};
   const int64_t B = x.size(0), D = x.size(1);
+  check_chain_length(n_steps, D);
   if (B == 0) return {out, acc, traj};
   const at::Tensor xc = x.contiguous();
   const at::Tensor mc = mean ? mean->contiguous() : at::Tensor(), pc = precision ? precision->contiguous() : at::Tensor();
