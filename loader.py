@@ -24,6 +24,7 @@ import json
 import marshal
 import os
 import platform
+import re
 import shutil
 import sys
 import threading
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["BuildError", "Family", "families", "load", "prebuild", "reload", "cache_dir", "info",
+__all__ = ["BuildError", "Family", "families", "load", "load_for", "prebuild", "reload", "cache_dir", "info",
            "register_autograd", "register_vmap", "register_drawing_vmap", "register_batch_dim_vmap",
            "vjp_by_autograd", "check_numbers"]
 
@@ -1026,6 +1027,48 @@ def reload(name: str, root: str | os.PathLike | None = None) -> Family:
             _load_library(spec)
         family._bind(spec)
         return family
+
+
+def load_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> dict[str, list[str]]:
+    """Make this process able to run an exported program or AOTInductor package (a .pt2 file of
+    `torch.export.save` or `torch._inductor.aoti_compile_and_package`) that calls our ops: call it before torch
+    loads the file. Returns {family: [op namespaces the file calls]}.
+
+    A saved program names each op by its build, torch.ops.jk_<family>_<key>.<op>, and the key covers the
+    family's sources, the compiler, the CUDA half and torch: an edited kernel or the CPU-only build of a GPU
+    export is another namespace, where torch only says "Could not find schema for ...". Each family the file
+    calls is loaded; a build it names that is not the family's current one is loaded from the cache while the
+    cache still holds it (its C++ kernels: enough to run the program), else ValueError names both builds."""
+    import zipfile
+
+    names = families(root)
+    wanted: dict[str, list[str]] = {}
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            if member.file_size > 64 << 20:  # weights, not a graph or generated code
+                continue
+            data = archive.read(member)
+            for name in names:
+                for key in re.findall(rb"jk_" + re.escape(name.encode()) + rb"_([0-9a-f]{12})(?![0-9a-z_])", data):
+                    namespace = f"jk_{name}_{key.decode()}"
+                    if namespace not in wanted.setdefault(name, []):
+                        wanted[name].append(namespace)
+    registered = {op.split("::")[0] for op in torch._C._dispatch_get_all_op_names()}
+    for name, namespaces in wanted.items():
+        current = load(name, root).namespace
+        for namespace in namespaces:
+            if namespace == current or namespace in registered:
+                continue
+            kept = [folder / f"{namespace}.so" for folder in sorted((cache_dir() / name).glob(namespace[-12:] + "*"))]
+            kept = [library for library in kept if library.is_file()]
+            if not kept:
+                raise ValueError(
+                    f"{path} calls {name}'s ops as built by {namespace}, and this process builds {current} "
+                    f"(other sources of {name}, another compiler, CUDA half or torch), and the cache "
+                    f"{cache_dir() / name} no longer holds that build: export the program again from this build, "
+                    f"or run it where {name}'s sources and toolchain are those it was exported with")
+            torch.ops.load_library(str(kept[0]))
+    return wanted
 
 
 def __getattr__(name: str) -> Family:

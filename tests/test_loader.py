@@ -951,3 +951,60 @@ def test_the_include_check_sees_a_heavy_header(tmp_path):
     (tmp_path / "fam" / "fam.cu").write_text('#include "light.cuh"\n')
     includes = _includes_of(tmp_path / "fam" / "fam.cu", tmp_path)
     assert includes["ATen/core/TensorBase.h"].name == "deep.h"
+
+
+def test_load_for_names_the_builds_a_saved_program_calls(tmp_path):
+    """A saved program (torch.export.save, an AOTInductor package) names each op by its build, jk_<family>_<key>,
+    so it runs only where that build is loaded; torch's error for another build (an edited kernel, a CPU-only
+    build of a GPU export) said "Could not find schema" and nothing more (session 53's deployment review).
+    loader.load_for loads what the file calls, or says which build it needs and which this process has."""
+    import zipfile
+
+    fused = loader.load("fused")
+
+    class Model(torch.nn.Module):
+        def forward(self, x, y):
+            return fused.relu_add(x, y, 0.5)
+
+    x = torch.randn(3, 4)
+    path = tmp_path / "relu_add.pt2"
+    torch.export.save(torch.export.export(Model(), (x, x)), path)
+    assert loader.load_for(path) == {"fused": [fused.namespace]}
+    program = torch.export.load(path)
+    torch.testing.assert_close(program.module()(x, x), torch.relu(x) + x + 0.5)
+    stale = tmp_path / "stale.pt2"
+    with zipfile.ZipFile(stale, "w") as archive:  # a file made by a build this cache never held
+        archive.writestr("program.json", '{"target": "torch.ops.jk_fused_0123456789ab.relu_add.default"}')
+    with pytest.raises(ValueError, match=rf"jk_fused_0123456789ab, and this process builds {fused.namespace}"):
+        loader.load_for(stale)
+
+
+def test_load_for_loads_an_older_build_the_cache_still_holds(tmp_path):
+    """After an edit of the family, a program saved from its previous build runs on that build's kernels, loaded
+    from the cache by load_for (torch.export.load alone raised "Could not find schema")."""
+    root = make_scratch_root(tmp_path)
+    cpp = root / "scratch" / "scratch.cpp"
+    cpp.write_text(cpp.read_text() + 'JK_LIBRARY_IMPL(Meta, m) { m.impl("add_constant", &add_constant); }\n')
+    save = f"""
+        import torch, loader
+        f = loader.load("scratch")
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return f.add_constant(x)
+        torch.export.save(torch.export.export(Model(), (torch.zeros(2),)), {str(tmp_path / "old.pt2")!r})
+        print(f.namespace)
+        """
+    saved = run_python(save, root, tmp_path / "cache")
+    assert saved.returncode == 0, saved.stderr
+    cpp.write_text(cpp.read_text().replace("x.add(1.0)", "x.add(2.0)"))
+    run = f"""
+        import torch, loader
+        print(loader.load("scratch").namespace)
+        print(loader.load_for({str(tmp_path / "old.pt2")!r}))
+        print(torch.export.load({str(tmp_path / "old.pt2")!r}).module()(torch.zeros(2)).tolist())
+        """
+    ran = run_python(run, root, tmp_path / "cache")
+    assert ran.returncode == 0, ran.stderr
+    old_namespace = saved.stdout.split()[-1]
+    current, wanted, value = ran.stdout.strip().splitlines()[-3:]
+    assert current != old_namespace and wanted == str({"scratch": [old_namespace]}) and value == "[1.0, 1.0]"
