@@ -258,7 +258,7 @@ class _Spec:
         self.key = self._key(reread_sources)
         self.namespace = f"jk_{name}_{self.key[:12]}"
         self.out_dir = self.family_cache / self.key
-        self.library = self.out_dir / f"{self.namespace}{'.dll' if os.name == 'nt' else '.so'}"
+        self.library = self.out_dir / _library_file(self.namespace)
 
     def _key(self, reread_sources: bool = False) -> str:
         h = hashlib.sha256(self._sources_digest(reread_sources).encode())
@@ -933,16 +933,16 @@ class Family:
         # calling an op during a reload found it missing: session 40's review).
         ops = {op: getattr(source, op) for op in names}
         default_root = self.root == kernels_root()
-        # ops.py's classes and functions pickle by family, not by the build's private module, which no other process has
+        # ops.py's classes and functions pickle by family, not by the build's private module (no other process has it)
         for op, value in ops.items():
             if ops_module is None or getattr(value, "__module__", None) != ops_module.__name__:
                 continue
             if isinstance(value, type):  # its classes, by family and build
                 copyreg.pickle(value, functools.partial(_reduce_family_object, spec.name, spec.namespace, op))
             elif isinstance(value, types.FunctionType) and default_root:
-                # An op kept by a model (self.act = fused.relu_add) pickled as _jk_ops_jk_fused_<key>.relu_add: torch.load
-                # raised ModuleNotFoundError in a process without that build (session 53's review). As loader.fused.relu_add
-                # it unpickles to the family's current build, loading it if need be.
+                # An op kept by a model (self.act = fused.relu_add) pickled as _jk_ops_jk_fused_<key>.relu_add:
+                # torch.load raised ModuleNotFoundError in a process without that build (session 53's review). As
+                # loader.fused.relu_add it unpickles to the family's current build, loading it if need be.
                 value.__module__, value.__qualname__ = __name__, f"{spec.name}.{op}"
         for op, value in ops.items():
             setattr(self, op, value)
@@ -1029,6 +1029,11 @@ def reload(name: str, root: str | os.PathLike | None = None) -> Family:
         return family
 
 
+def _library_file(namespace: str) -> str:
+    """The file name of a build's library in its cache folder."""
+    return f"{namespace}{'.dll' if os.name == 'nt' else '.so'}"
+
+
 def load_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> dict[str, list[str]]:
     """Make this process able to run an exported program or AOTInductor package (a .pt2 file of
     `torch.export.save` or `torch._inductor.aoti_compile_and_package`) that calls our ops: call it before torch
@@ -1059,7 +1064,8 @@ def load_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> 
         for namespace in namespaces:
             if namespace == current or namespace in registered:
                 continue
-            kept = [folder / f"{namespace}.so" for folder in sorted((cache_dir() / name).glob(namespace[-12:] + "*"))]
+            kept = [folder / _library_file(namespace) for folder in sorted((cache_dir() / name).glob(namespace[-12:] + "*"))
+                    if (folder / MANIFEST).is_file()]  # a published build: its folder appears whole, manifest too
             kept = [library for library in kept if library.is_file()]
             if not kept:
                 raise ValueError(
