@@ -1064,7 +1064,8 @@ def load_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> 
         for namespace in namespaces:
             if namespace == current or namespace in registered:
                 continue
-            kept = [folder / _library_file(namespace) for folder in sorted((cache_dir() / name).glob(namespace[-12:] + "*"))
+            folders = sorted((cache_dir() / name).glob(namespace[-12:] + "*"))
+            kept = [folder / _library_file(namespace) for folder in folders
                     if (folder / MANIFEST).is_file()]  # a published build: its folder appears whole, manifest too
             kept = [library for library in kept if library.is_file()]
             if not kept:

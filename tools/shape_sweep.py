@@ -132,11 +132,12 @@ def diffusion_cases():
                lambda m, t, x, z: ref.ddpm_step(m, t, x, sched, z), (m, t, x, z))
         yield ("ddim_step eta=0", label, dtype, lambda m, t, x: fam.ddim_step(m, t, t - 1, x, sched),
                lambda m, t, x: ref.ddim_step(m, t, t - 1, x, sched), (m, t, x))
-    for B, cin, cout, L, K, G, dtype in [(1, 2, 16, 16, 5, 8, torch.float32), (1, 64, 64, 1, 3, 8, torch.float32),
-                                         (8, 64, 128, 64, 5, 8, torch.float32), (1, 256, 256, 16, 1, 32, torch.float32),
-                                         (1, 256, 256, 16, 7, 1, torch.float32), (64, 32, 32, 256, 3, 8, torch.float32),
-                                         (1, 2048, 2048, 4, 5, 8, torch.float32), (16, 512, 1024, 8, 5, 8, torch.bfloat16),
-                                         (1, 256, 256, 16, 5, 8, torch.float16), (4, 16, 16, 1024, 5, 4, torch.float32)]:
+    f32, bf16, f16 = torch.float32, torch.bfloat16, torch.float16
+    for B, cin, cout, L, K, G, dtype in [(1, 2, 16, 16, 5, 8, f32), (1, 64, 64, 1, 3, 8, f32), (8, 64, 128, 64, 5, 8, f32),
+                                         (1, 256, 256, 16, 1, 32, f32), (1, 256, 256, 16, 7, 1, f32),
+                                         (64, 32, 32, 256, 3, 8, f32), (1, 2048, 2048, 4, 5, 8, f32),
+                                         (16, 512, 1024, 8, 5, 8, bf16), (1, 256, 256, 16, 5, 8, f16),
+                                         (4, 16, 16, 1024, 5, 4, f32)]:
         x = _rand(B, cin, L, dtype=dtype)
         w = _rand(cout, cin, K, dtype=dtype) * (cin * K) ** -0.5
         b, gw, gb = (_rand(cout, dtype=dtype) for _ in range(3))
@@ -212,7 +213,8 @@ def train_cases():
         a = torch.randn(n, n, device=DEVICE, dtype=torch.float64)
         A = (a @ a.T / n + torch.eye(n, device=DEVICE, dtype=torch.float64)).float().requires_grad_()
         yield ("linalg", "matrix_inverse_root backward", f"n={n}", torch.float32,
-               lambda A: linalg.matrix_inverse_root(A, 4, 1e-6), lambda A: linalg.reference.matrix_inverse_root_eigh(A, 4, 1e-6), (A,))
+               lambda A: linalg.matrix_inverse_root(A, 4, 1e-6),
+               lambda A: linalg.reference.matrix_inverse_root_eigh(A, 4, 1e-6), (A,))
 
 
 def _backward_of(fn):
@@ -257,7 +259,8 @@ def main() -> int:
                     continue
                 row["ours_us"] = per_call_us(lambda: ours(*inputs))
                 row["eager_us"] = per_call_us(lambda: reference(*inputs))
-                row["ours_mib"], row["eager_mib"] = peak_mib(lambda: ours(*inputs)), peak_mib(lambda: reference(*inputs))
+                row["ours_mib"] = peak_mib(lambda: ours(*inputs))
+                row["eager_mib"] = peak_mib(lambda: reference(*inputs))
                 try:
                     torch._dynamo.reset()
                     compiled = torch.compile(reference, dynamic=False)

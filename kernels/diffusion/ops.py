@@ -315,8 +315,8 @@ def _conv_backward_by_torch_kernels(ctx, grad):
         grad_x, grad_w, grad_b = torch.ops.aten.convolution_backward(
             dz, x_, weight_, [c] if bias is not None else None, [1], [pad], [1], False, [0], 1,
             [need[0], need[1], bias is not None and need[2]])
-    return tuple(None if gr is None else gr.to(like.dtype) for gr, like in
-                 ((grad_x, x), (grad_w, weight), (grad_b, bias), (grad_gw, gn_weight), (grad_gb, gn_bias))) + (None,) * 3
+    pairs = ((grad_x, x), (grad_w, weight), (grad_b, bias), (grad_gw, gn_weight), (grad_gb, gn_bias))
+    return tuple(None if gr is None else gr.to(like.dtype) for gr, like in pairs) + (None,) * 3
 
 
 def _conv_forward_formula(value, x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps):
