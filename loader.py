@@ -932,6 +932,10 @@ class Family:
         # without its ops for good), and old ones are only replaced, never deleted first (other threads
         # calling an op during a reload found it missing: session 40's review).
         ops = {op: getattr(source, op) for op in names}
+        for op in self._op_names:  # the previous build's functions (kept by callers) pickle by their build again
+            old = self.__dict__.get(op)
+            if isinstance(old, types.FunctionType) and old.__module__ == __name__:
+                old.__module__, old.__qualname__ = f"_jk_ops_{self.namespace}", op
         default_root = self.root == kernels_root()
         # ops.py's classes and functions pickle by family, not by the build's private module (no other process has it)
         for op, value in ops.items():
@@ -1034,6 +1038,22 @@ def _library_file(namespace: str) -> str:
     return f"{namespace}{'.dll' if os.name == 'nt' else '.so'}"
 
 
+def _loadable_cached_build(name: str, namespace: str) -> Path | None:
+    """The library of the cached build `namespace` of family `name`, if the cache holds it whole (its sha256 as
+    its manifest records) and it was built for this torch (and a CUDA build only where torch has CUDA)."""
+    for folder in sorted((cache_dir() / name).glob(namespace[-12:] + "*")):
+        library = folder / _library_file(namespace)
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text())
+            if (manifest["namespace"] == namespace and manifest["torch"] == torch.__version__
+                    and (not manifest["cuda"] or torch.version.cuda is not None)
+                    and _sha256(library) == manifest["library_sha256"]):
+                return library
+        except (OSError, ValueError, KeyError, TypeError):  # no manifest or library: not a published build
+            continue
+    return None
+
+
 def load_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> dict[str, list[str]]:
     """Make this process able to run an exported program or AOTInductor package (a .pt2 file of
     `torch.export.save` or `torch._inductor.aoti_compile_and_package`) that calls our ops: call it before torch
@@ -1064,17 +1084,15 @@ def load_for(path: str | os.PathLike, root: str | os.PathLike | None = None) -> 
         for namespace in namespaces:
             if namespace == current or namespace in registered:
                 continue
-            folders = sorted((cache_dir() / name).glob(namespace[-12:] + "*"))
-            kept = [folder / _library_file(namespace) for folder in folders
-                    if (folder / MANIFEST).is_file()]  # a published build: its folder appears whole, manifest too
-            kept = [library for library in kept if library.is_file()]
-            if not kept:
+            library = _loadable_cached_build(name, namespace)
+            if library is None:
                 raise ValueError(
                     f"{path} calls {name}'s ops as built by {namespace}, and this process builds {current} "
                     f"(other sources of {name}, another compiler, CUDA half or torch), and the cache "
-                    f"{cache_dir() / name} no longer holds that build: export the program again from this build, "
-                    f"or run it where {name}'s sources and toolchain are those it was exported with")
-            torch.ops.load_library(str(kept[0]))
+                    f"{cache_dir() / name} holds no build {namespace} for this torch ({torch.__version__}): export "
+                    f"the program again from this build, or run it where {name}'s sources and toolchain are those "
+                    f"it was exported with")
+            torch.ops.load_library(str(library))
     return wanted
 
 

@@ -1008,3 +1008,29 @@ def test_load_for_loads_an_older_build_the_cache_still_holds(tmp_path):
     old_namespace = saved.stdout.split()[-1]
     current, wanted, value = ran.stdout.strip().splitlines()[-3:]
     assert current != old_namespace and wanted == str({"scratch": [old_namespace]}) and value == "[1.0, 1.0]"
+
+
+def test_load_for_takes_no_cached_build_of_another_torch(tmp_path):
+    """An older cached build is loaded only when it was built for this torch (and whole): a cache shared across a
+    torch upgrade held builds whose libraries this torch cannot load (session 53's review of load_for)."""
+    import json
+    import shutil
+    import zipfile
+
+    fused = loader.load("fused")
+    other = "jk_fused_0123456789ab"  # a build made by another torch, as its manifest says
+    folder = loader.cache_dir() / "fused" / ("0123456789ab" + "0" * 52)
+    folder.mkdir()
+    try:
+        shutil.copy(fused.library, folder / f"{other}.so")
+        manifest = json.loads((fused.library.parent / loader.MANIFEST).read_text())
+        library_sha256 = loader._sha256(folder / f"{other}.so")
+        (folder / loader.MANIFEST).write_text(json.dumps(manifest | {"namespace": other, "torch": "1.0.0",
+                                                                     "library_sha256": library_sha256}))
+        stale = tmp_path / "stale.pt2"
+        with zipfile.ZipFile(stale, "w") as archive:
+            archive.writestr("program.json", f'{{"target": "torch.ops.{other}.relu_add.default"}}')
+        with pytest.raises(ValueError, match=r"holds no build jk_fused_0123456789ab for this torch"):
+            loader.load_for(stale)
+    finally:
+        shutil.rmtree(folder)

@@ -201,3 +201,27 @@ def test_a_cached_ops_module_names_the_checkout_it_was_loaded_from(tmp_path):
         ops_py = str(root / "scratch" / "ops.py")
         assert f"files {ops_py} {ops_py}" in result.stdout
     assert len(keys) == 1, "the two checkouts were to share one build"
+
+
+def test_an_op_taken_out_before_a_reload_still_pickles(tmp_path):
+    """Ops pickle by family (loader.<family>.<op>, session 53), but an op taken out before a reload is the old
+    build's: renamed like the current one, pickle refused it ("not the same object as loader.scratch.answer").
+    A reload gives the old build's functions their own names back, so they pickle as that build's, as before."""
+    root = make_scratch_root(tmp_path)
+    (root / "scratch" / "ops.py").write_text(OPS_PY.format(names=["add_constant", "answer"], value=40))
+    code = f"""
+        import os, pickle, loader
+        from pathlib import Path
+        f = loader.load("scratch")
+        old = f.answer
+        (Path(os.environ["JITKERNELS_ROOT"]) / "scratch" / "ops.py").write_text({OPS_PY!r}.format(
+            names=["add_constant", "answer"], value=50))
+        loader.reload("scratch")
+        for protocol in (2, 4):
+            assert pickle.loads(pickle.dumps(old, protocol)) is old
+            assert pickle.loads(pickle.dumps(f.answer, protocol)) is f.answer
+        print(old(), f.answer(), f.answer.__qualname__, old.__qualname__)
+        """
+    result = run_python(code, root, tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "40 50 scratch.answer answer", result.stdout

@@ -31,9 +31,12 @@ at::Tensor relu_add(const at::Tensor& x, const at::Tensor& y, double bias) {
   const bool x_dense = x.is_non_overlapping_and_dense();
   at::Tensor out = x_dense ? at::empty_like(x) : at::empty_symint(x.sym_sizes(), x.options());
   if (x.is_meta()) return out;
-  // Same sizes and out's strides: the elements lie in out's order. Otherwise y is copied into it.
+  // Same sizes and out's strides (where a dimension has more than one element): y's elements lie in out's order.
+  // Otherwise y is copied into it.
   const at::Tensor x_contig = x_dense ? x : x.contiguous();
-  const at::Tensor y_contig = y.strides() == out.strides() ? y : at::empty_like(out).copy_(y);
+  bool y_in_order = true;
+  for (int64_t d = 0; d < y.dim(); ++d) y_in_order = y_in_order && (y.size(d) <= 1 || y.stride(d) == out.stride(d));
+  const at::Tensor y_contig = y_in_order ? y : at::empty_like(out).copy_(y);
 #ifdef JK_WITH_CUDA
   if (x.is_cuda()) {
     jk::TorchCudaLaunch launch(x.device());

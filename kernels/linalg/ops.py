@@ -265,9 +265,10 @@ def _kron_backward(ctx, grad):
     A, B = ctx.saved_tensors
     (m, n), (p, q) = A.shape[-2:], B.shape[-2:]
     # G[..., i, k, j, l] is the gradient of out[..., i*p + k, j*q + l] = A[i, j] B[k, l]. Each gradient is a batched
-    # matrix-vector product over G's contiguous (n, q) blocks (one read of G), then a short sum, in float32 for
-    # 16-bit grads. Not einsum: torch's legacy vmap (autograd.grad(is_grads_batched=True), gradcheck's batched
-    # check) has no einsum rule, and that raised (session 53's review).
+    # matrix-vector product over G's contiguous (n, q) blocks (one read of G), then a short sum: accumulated in
+    # float32 for 16-bit grads, after the products are rounded to the grad's dtype. Not einsum: torch's legacy vmap
+    # (autograd.grad(is_grads_batched=True), gradcheck's batched check) has no einsum rule, and that raised (session
+    # 53's review).
     G = grad.reshape(*grad.shape[:-2], m, p, n, q)
     acc = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
     grad_A = grad_B = None
