@@ -932,11 +932,14 @@ class Family:
         # without its ops for good), and old ones are only replaced, never deleted first (other threads
         # calling an op during a reload found it missing: session 40's review).
         ops = {op: getattr(source, op) for op in names}
-        for op in self._op_names:  # the previous build's functions (kept by callers) pickle by their build again
+        # Only the default root's family renames its functions (below) and gives them back their build's names when it
+        # moves to another build: a copy of the family elsewhere with the same sources binds the same functions, and
+        # its reload had taken loader.fused's names away (examples/kernel_iteration.ipynb, in CI).
+        default_root = self.root == kernels_root()
+        for op in self._op_names if default_root else ():  # the previous build's functions (kept by callers)
             old = self.__dict__.get(op)
             if isinstance(old, types.FunctionType) and old.__module__ == __name__:
                 old.__module__, old.__qualname__ = f"_jk_ops_{self.namespace}", op
-        default_root = self.root == kernels_root()
         # ops.py's classes and functions pickle by family, not by the build's private module (no other process has it)
         for op, value in ops.items():
             if ops_module is None or getattr(value, "__module__", None) != ops_module.__name__:

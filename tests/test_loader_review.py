@@ -1,4 +1,6 @@
 """The loader's defects found by session 40's review, one test each (each failed on the loader before)."""
+import shutil
+
 import pytest
 from test_loader import SCRATCH_CPP, make_scratch_root, run_python
 
@@ -225,3 +227,27 @@ def test_an_op_taken_out_before_a_reload_still_pickles(tmp_path):
     result = run_python(code, root, tmp_path / "cache")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[-2] == "40 50 scratch.answer answer", result.stdout
+
+
+def test_a_copy_of_a_family_elsewhere_leaves_the_names_of_its_ops_alone(tmp_path):
+    """A copy of a family under another root with the same sources binds the same ops.py functions; its reload
+    after an edit gave them back their build's private names, so loader.<family>.<op> pickled by the private
+    module again (examples/kernel_iteration.ipynb does this; CI caught it in session 53)."""
+    root = make_scratch_root(tmp_path)
+    (root / "scratch" / "ops.py").write_text(OPS_PY.format(names=["add_constant", "answer"], value=40))
+    copy_root = tmp_path / "copy"
+    shutil.copytree(root, copy_root)
+    code = f"""
+        import pickle, loader
+        from pathlib import Path
+        f = loader.load("scratch")
+        other = loader.load("scratch", root={str(copy_root)!r})
+        assert other.answer is f.answer  # one build, one binding of its ops.py
+        (Path({str(copy_root)!r}) / "scratch" / "ops.py").write_text({OPS_PY!r}.format(
+            names=["add_constant", "answer"], value=50))
+        loader.reload("scratch", root={str(copy_root)!r})
+        print(other.answer(), f.answer(), b"_jk_ops" in pickle.dumps(f.answer), pickle.loads(pickle.dumps(f.answer)) is f.answer)
+        """
+    result = run_python(code, root, tmp_path / "cache")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "50 40 False True", result.stdout
