@@ -792,6 +792,7 @@ def _number_argument_calls():
         (quiet(lambda v: sampling.cem_minimize(lambda s: s.sum(-1), mean, std, 6, 3, 2, smoothing=v)), "smoothing"),
         (lambda v: diffusion.ddpm_schedule(10, beta_start=v / 1000), "beta_start"),
         (lambda v: diffusion.ddpm_schedule(10, beta_end=v / 10), "beta_end"),
+        (lambda v: diffusion.gn_mish_backward(x.T[None], x.T[None] + 1, mean, std, 3, eps=v), "eps"),
     ]
 
 
@@ -822,7 +823,7 @@ _NUMBER_ARGUMENT_TESTS = {
                                "langevin_chain.step_size", "langevin_chain.noise_scale", "langevin_chain.clamp_min",
                                "langevin_chain.clamp_max", "langevin_chain.params", "hmc_chain.step_size",
                                "hmc_chain.params", "cem_update.smoothing", "cem_update.min_std",
-                               "ddpm_schedule.beta_start", "ddpm_schedule.beta_end"},
+                               "ddpm_schedule.beta_start", "ddpm_schedule.beta_end", "gn_mish_backward.eps"},
 }
 
 

@@ -892,6 +892,65 @@ def test_conv1d_gn_mish_grad_half(device):
         torch.testing.assert_close(a.grad.float(), r.grad, atol=0.05, rtol=0.05)
 
 
+# (B, C, L, groups): a warp per channel with lanes over L (L < 32, L > 32), more channels than warps, a
+# group of one channel, groups past the register sizes of the forward (n = 8192), length 1
+GN_BACKWARD_SHAPES = [(3, 8, 16, 2), (2, 6, 45, 3), (2, 64, 5, 2), (2, 4, 300, 4), (2, 256, 64, 2), (5, 12, 1, 4)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", GN_BACKWARD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gn_mish_backward_matches_reference(device, shape, dtype):
+    B, C, L, G = shape
+    gen = torch.Generator().manual_seed(B * C * L)
+    def r(*size, scale=1.0, shift=0.0):
+        return (torch.randn(*size, generator=gen, dtype=torch.float64) * scale + shift).to(dtype=dtype, device=device)
+    z, grad = r(B, C, L, scale=3.0, shift=1.0), r(B, C, L)
+    gw, gb = r(C, scale=0.5, shift=1.0), r(C, scale=2.0)  # h spans Mish's curved part and both tails
+    got = D.gn_mish_backward(grad, z, gw, gb, G, 1e-5)
+    ct = torch.float64 if dtype == torch.float64 else torch.float32
+    want = R.gn_mish_backward(grad.to(ct), z.to(ct), gw.to(ct), gb.to(ct), G, 1e-5)
+    for g, w in zip(got, want):
+        assert g.dtype == dtype
+        # sums over a batch of rounded terms: half types get a relative tolerance on the scale of the output
+        atol = TOLERANCES[dtype][1] * max(1.0, w.abs().max().item())
+        torch.testing.assert_close(g.to(ct), w, rtol=TOLERANCES[dtype][0], atol=atol)
+    again = D.gn_mish_backward(grad, z, gw, gb, G, 1e-5)
+    for g, a in zip(got, again):  # fixed-order sums: the same bits every run
+        assert torch.equal(g, a)
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 6, 7, 3, 3), (1, 256, 256, 16, 5, 8), (64, 32, 64, 40, 5, 8)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_conv1d_gn_mish_keeps_the_convolution_for_backward(device, shape):
+    """A call that records a gradient goes to the op's twin, which also returns the convolution's output (bias added):
+    the backward saves it instead of recomputing the convolution. The op itself still returns one tensor."""
+    B, cin, cout, L, K, G = shape
+    x, w, b, gw, gb = (t.requires_grad_() for t in _conv_inputs(B, cin, cout, L, K, torch.float32, device))
+    out = D.conv1d_gn_mish(x, w, b, gw, gb, G)
+    assert isinstance(out, torch.Tensor) and out.shape == (B, cout, L)
+    kept = out.grad_fn.saved_tensors[-1]
+    assert kept.shape == out.shape and not kept.requires_grad
+    torch.testing.assert_close(kept, F.conv1d(x, w, b, padding=K // 2).detach(), rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        assert out.grad_fn is not None and D.conv1d_gn_mish(x, w, b, gw, gb, G).grad_fn is None
+    g = torch.randn_like(out)
+    got = torch.autograd.grad(out, (x, w, b, gw, gb), g)
+    want = torch.autograd.grad(R.conv1d_gn_mish(x, w, b, gw, gb, G), (x, w, b, gw, gb), g)
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4 * max(1.0, e.abs().max().item()))
+
+
+def test_opcheck_gn_mish_backward_and_the_twin(device):
+    """opcheck with inputs that require grad runs the twin that keeps the convolution (its fake-tensor kernel, the
+    autograd registration, AOT dispatch)."""
+    x, w, b, gw, gb = _conv_inputs(2, 4, 6, 7, 3, torch.float32, device)
+    torch.library.opcheck(D.ops.gn_mish_backward, (torch.randn(2, 6, 7, device=device), x.new_ones(2, 6, 7) + x[:, :1],
+                                                   gw, gb, 3, 1e-5))
+    args = tuple(t.requires_grad_() for t in (x, w, b, gw, gb))
+    torch.library.opcheck(D.ops.conv1d_gn_mish, (*args, 3))
+    torch.library.opcheck(D.ops.conv1d_gn_mish, (args[0], args[1], None, args[3], args[4], 2, 0, 1e-3))
+
+
 def test_opcheck_conv1d_gn_mish(device):
     x, w, b, gw, gb = _conv_inputs(2, 4, 6, 7, 3, torch.float32, device)
     torch.library.opcheck(D.ops.conv1d_gn_mish, (x, w, b, gw, gb, 3))

@@ -207,9 +207,11 @@ inline void route_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ke
   for (const c10::IValue& argument : torch::jit::last(*stack, op.schema().arguments().size()))
     needs_autograd = needs_autograd || (grad_mode && requires_grad(argument)) || has_forward_tangent(argument);
   if (!needs_autograd) return call_below_autograd(op, keys, stack);
-  c10::Dispatcher::singleton()
-      .findSchemaOrThrow((op.schema().name() + kAutogradTwin).c_str(), op.schema().overload_name().c_str())
-      .callBoxed(stack);
+  const c10::OperatorHandle twin = c10::Dispatcher::singleton().findSchemaOrThrow(
+      (op.schema().name() + kAutogradTwin).c_str(), op.schema().overload_name().c_str());
+  twin.callBoxed(stack);
+  // A twin of def_differentiable_saving returns more: what its backward saves, not the op's outputs.
+  torch::jit::drop(*stack, twin.schema().returns().size() - op.schema().returns().size());
 }
 
 inline void call_original(const c10::OperatorHandle& twin, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -303,6 +305,23 @@ inline void def_differentiable(torch::Library& m, const char* schema, const std:
   m.def((twin + text.substr(text.find('('))).c_str(), tags);
   m.impl(twin.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
                                        torch::CppFunction::makeFromBoxedFunction<&call_original>()));
+}
+
+// The same for an op whose backward needs an intermediate its kernel makes anyway (conv1d_gn_mish's
+// convolution output): recomputing it in the backward cost more than keeping it. The twin returns the
+// op's outputs and then `saved` (schema return types, e.g. "Tensor conv_out"), which setup_context saves
+// and route_autograd drops; the family implements the twin's kernels itself (those below autograd).
+inline void def_differentiable_saving(torch::Library& m, const char* schema, const char* saved,
+                                      const std::vector<at::Tag>& tags = {}) {
+  const std::string text(schema);
+  const std::string twin = define<&route_autograd>(m, text, /*promote=*/true, tags) + kAutogradTwin;
+  const size_t arrow = text.find("->");
+  std::string returns = text.substr(text.find_first_not_of(' ', arrow + 2));
+  if (returns.front() == '(') returns = returns.substr(1, returns.rfind(')') - 1);
+  m.def((twin + text.substr(text.find('('), arrow - text.find('(')) + "-> (" + returns + ", " + saved + ")").c_str(),
+        tags);
+  m.impl(twin.c_str(), torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd,
+                                       torch::CppFunction::makeFromBoxedFunction<&no_backend_kernel>()));
 }
 
 // An op whose outputs are constants for autograd, as torch.randn's are (samplers, selections): they

@@ -3,6 +3,7 @@
 //   ddpm_step       DDPM reverse step t -> t-1 (diffusers DDPMScheduler.step, "fixed_small")
 //   ddim_step       DDIM step t -> t_prev (diffusers DDIMScheduler.step)
 //   conv1d_gn_mish  Mish(GroupNorm(Conv1d(x)))
+//   gn_mish_backward  the backward of Mish(GroupNorm(z)) (conv1d_gn_mish's, ops.py)
 // Each op is one function registered for CPU, CUDA and Meta: it checks its arguments, allocates the
 // output, stops there on the Meta device (fake tensors), then runs the CPU loop or the CUDA launcher.
 #include <ATen/Dispatch.h>
@@ -10,6 +11,9 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/conv1d.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <string_view>
 #include <type_traits>
@@ -424,13 +428,127 @@ void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& g
   });
 }
 
-at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                          const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t num_groups,
-                          std::optional<int64_t> padding, double eps) {
+// Mish' on the CPU, from one exponential as mish_cpu.
+inline float mish_derivative_cpu(float h) {
+  const float e = jk::exp_float(h < 20.0f ? h : 20.0f);
+  return mish_derivative_given_exp(h, h > -87.0f ? e : 0.0f);
+}
+inline double mish_derivative_cpu(double h) {
+  return mish_derivative_given_exp(h, std::exp(std::min(h, mish_derivative_clamp<double>())));
+}
+
+// gn_mish_backward's CPU loop (the CUDA kernel's maths): one task per (batch, group), the statistics in
+// double as gn_mish_cpu's; per (batch, channel) partial sums of gn_weight's and gn_bias's gradients.
+template <typename scalar_t>
+void gn_mish_backward_cpu(const at::Tensor& grad_z, const at::Tensor& partial_weight, const at::Tensor& partial_bias,
+                          const at::Tensor& grad, const at::Tensor& z, const at::Tensor& gn_weight,
+                          const at::Tensor& gn_bias, int64_t groups, double eps) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t channels = z.size(1), length = z.size(2), cg = channels / groups, n = cg * length;
+  const scalar_t* gamma = gn_weight.const_data_ptr<scalar_t>();
+  const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
+  acc_t* part_w = partial_weight.mutable_data_ptr<acc_t>();
+  acc_t* part_b = partial_bias.mutable_data_ptr<acc_t>();
+  at::parallel_for(0, z.size(0) * groups, std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(n, 1)),
+                   [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> v(n), dzn(n), row(length);  // the group's z, grad then dh * gamma, one channel's grad_z
+    for (int64_t bg = begin; bg < end; ++bg) {
+      jk::widen(z.const_data_ptr<scalar_t>() + bg * n, v.data(), n);
+      jk::widen(grad.const_data_ptr<scalar_t>() + bg * n, dzn.data(), n);
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < n; ++i) sum += v[i];
+      const double mean = sum / n;
+      for (int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
+      const double rstd = 1.0 / std::sqrt(sq / n + eps);
+      const int64_t ch0 = bg % groups * cg, at0 = bg / groups * channels + ch0;
+      double dzn_sum = 0, dzn_zn_sum = 0;
+      for (int64_t c = 0; c < cg; ++c) {
+        const double g = static_cast<double>(gamma[ch0 + c]), b = static_cast<double>(beta[ch0 + c]);
+        double weight_sum = 0, bias_sum = 0;
+        for (int64_t i = c * length; i < (c + 1) * length; ++i) {
+          const double zn = (v[i] - mean) * rstd;
+          const acc_t dh = dzn[i] * mish_derivative_cpu(static_cast<acc_t>(zn * g + b));
+          weight_sum += dh * zn;
+          bias_sum += dh;
+          dzn[i] = static_cast<acc_t>(dh * g);
+        }
+        part_w[at0 + c] = static_cast<acc_t>(weight_sum);
+        part_b[at0 + c] = static_cast<acc_t>(bias_sum);
+        dzn_sum += g * bias_sum;
+        dzn_zn_sum += g * weight_sum;
+      }
+      for (int64_t c = 0; c < cg; ++c) {
+        for (int64_t l = 0; l < length; ++l) {
+          const int64_t i = c * length + l;
+          row[l] = static_cast<acc_t>(rstd * (dzn[i] - dzn_sum / n - (v[i] - mean) * rstd * dzn_zn_sum / n));
+        }
+        jk::narrow(row.data(), grad_z.mutable_data_ptr<scalar_t>() + bg * n + c * length, length);
+      }
+    }
+  });
+}
+
+// The backward of out = Mish(GroupNorm(conv_out)) with gn_weight and gn_bias: (grad_conv_out, grad_gn_weight,
+// grad_gn_bias), for conv1d_gn_mish's backward (ops.py) from the z its autograd twin kept. torch's
+// GroupNorm and Mish backward kernels took 3 launches and, at a diffusion policy's short lengths, most of
+// its backward time (see gn_mish_backward_kernel).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gn_mish_backward(const at::Tensor& grad, const at::Tensor& conv_out,
+                                                                const at::Tensor& gn_weight, const at::Tensor& gn_bias,
+                                                                int64_t num_groups, double eps) {
+  jk::check_float(conv_out, "conv_out");
+  jk::check_dim(conv_out, "conv_out", 3);
+  jk::check_same_device(conv_out, "conv_out", grad, "grad");
+  jk::check_same_dtype(conv_out, "conv_out", grad, "grad");
+  TORCH_CHECK_VALUE(grad.sym_sizes() == conv_out.sym_sizes(), "grad must have conv_out's shape ",
+                    jk::shape(conv_out.sizes()), ", got ", jk::shape(grad.sizes()));
+  const c10::SymInt channels = conv_out.sym_size(1);
+  for (const auto& [v, name] : {std::pair{&gn_weight, "gn_weight"}, std::pair{&gn_bias, "gn_bias"}}) {
+    jk::check_same_device(conv_out, "conv_out", *v, name);
+    jk::check_same_dtype(conv_out, "conv_out", *v, name);
+    TORCH_CHECK_VALUE(v->dim() == 1 && v->sym_size(0) == channels, name, " must have shape (C,) = (",
+                      std::to_string(conv_out.size(1)), ",), got ", jk::shape(v->sizes()));
+  }
+  TORCH_CHECK_VALUE(num_groups >= 1 && channels % num_groups == 0, "num_groups must divide conv_out's channels (",
+                    std::to_string(conv_out.size(1)), "), got ", std::to_string(num_groups));
+  if (const std::optional<int64_t> batch = conv_out.sym_size(0).maybe_as_int()) {
+    TORCH_CHECK_VALUE(*batch * num_groups < (int64_t{1} << 31), "conv_out.size(0) * num_groups must be < 2^31, got ",
+                      std::to_string(*batch * num_groups));
+  }
+  TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be a finite number >= 0, got ", jk::num(eps));
+  at::Tensor grad_z = at::empty_symint(conv_out.sym_sizes(), conv_out.options());
+  if (conv_out.is_meta()) return {grad_z, at::empty_like(gn_weight), at::empty_like(gn_bias)};
+  if (conv_out.numel() == 0) return {grad_z, at::zeros_like(gn_weight), at::zeros_like(gn_bias)};
+  const at::ScalarType acc = conv_out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor partial_weight = at::empty({conv_out.size(0), conv_out.size(1)}, conv_out.options().dtype(acc));
+  const at::Tensor partial_bias = at::empty_like(partial_weight);
+  const at::Tensor gc = grad.contiguous(), zc = conv_out.contiguous();
+  const at::Tensor gamma = gn_weight.contiguous(), beta = gn_bias.contiguous();
+#ifdef JK_WITH_CUDA
+  if (conv_out.is_cuda()) {
+    jk::TorchCudaLaunch launch(conv_out.device());
+    gn_mish_backward_cuda(launch, grad_z, partial_weight, partial_bias, gc, zc, gamma, beta, num_groups, eps);
+  } else
+#endif
+  {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, conv_out.scalar_type(), "gn_mish_backward_cpu", [&] {
+      gn_mish_backward_cpu<scalar_t>(grad_z, partial_weight, partial_bias, gc, zc, gamma, beta, num_groups, eps);
+    });
+  }
+  return {grad_z, partial_weight.sum(0).to(gn_weight.scalar_type()), partial_bias.sum(0).to(gn_bias.scalar_type())};
+}
+
+// out = Mish(GroupNorm(Conv1d(x))), and with keep_conv the convolution's output z (bias added, in x's
+// dtype) for the backward (conv1d_gn_mish_autograd, the twin that calls needing a gradient take; else z
+// is undefined). Keeping z skips the one-launch CUDA path, whose convolution never leaves the chip.
+std::tuple<at::Tensor, at::Tensor> conv1d_gn_mish_outputs(
+    const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias, const at::Tensor& gn_weight,
+    const at::Tensor& gn_bias, int64_t num_groups, std::optional<int64_t> padding, double eps, bool keep_conv) {
   const int64_t pad = check_conv_args(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps);
   const c10::SymInt l_out = x.sym_size(2) + 2 * pad - weight.sym_size(2) + 1;
   at::Tensor out = at::empty_symint({x.sym_size(0), weight.sym_size(0), l_out}, x.options());
-  if (x.is_meta() || out.numel() == 0) return out;
+  if (x.is_meta() || out.numel() == 0) {
+    return {out, keep_conv ? at::empty_symint(out.sym_sizes(), out.options()) : at::Tensor()};
+  }
   const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
   const at::Tensor gamma = gn_weight.contiguous(), beta = gn_bias.contiguous();
   const std::optional<at::Tensor> bc = bias.has_value() ? std::optional<at::Tensor>(bias->contiguous()) : std::nullopt;
@@ -441,17 +559,20 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
     // fused GroupNorm + Mish kernel.
     jk::TorchCudaLaunch launch(x.device());
     const at::Tensor b = bc.value_or(at::Tensor());  // undefined without a bias
-    if (conv1d_gn_mish_direct_cuda(launch, out, xc, wc, b, gamma, beta, num_groups, pad, eps)) return out;
+    if (!keep_conv && conv1d_gn_mish_direct_cuda(launch, out, xc, wc, b, gamma, beta, num_groups, pad, eps)) {
+      return {out, at::Tensor()};
+    }
     const at::ScalarType acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
     at::Tensor y = at::empty(out.sizes(), out.options().dtype(acc));
     at::Tensor bias_left;  // a bias the convolution left to the GroupNorm kernel (undefined: none)
     if (!conv1d_direct_cuda(launch, y, xc, wc, b, pad)) {
-      // cuDNN would add the bias in a pass of its own over y: the GroupNorm kernel adds it as it reads y
-      y = at::conv1d(xc, wc, std::nullopt, 1, pad).contiguous();
-      bias_left = b;
+      // cuDNN would add the bias in a pass of its own over y: the GroupNorm kernel adds it as it reads y,
+      // unless y is kept (z includes the bias)
+      y = at::conv1d(xc, wc, keep_conv ? bc : std::nullopt, 1, pad).contiguous();
+      if (!keep_conv) bias_left = b;
     }
     gn_mish_cuda(launch, out, y, bias_left, gamma, beta, num_groups, eps);
-    return out;
+    return {out, keep_conv ? y.to(x.scalar_type()) : at::Tensor()};
   }
 #endif
   // The CPU convolution runs in x's dtype, as eager's does (oneDNN accumulates bfloat16 in float32 and
@@ -474,7 +595,19 @@ at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const s
     }
     gn_mish_cpu<scalar_t>(out, y, gamma, beta, num_groups, eps);
   });
-  return out;
+  return {out, keep_conv ? y.to(x.scalar_type()) : at::Tensor()};
+}
+
+at::Tensor conv1d_gn_mish(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                          const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t num_groups,
+                          std::optional<int64_t> padding, double eps) {
+  return std::get<0>(conv1d_gn_mish_outputs(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps, false));
+}
+
+std::tuple<at::Tensor, at::Tensor> conv1d_gn_mish_keeping_conv(
+    const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias, const at::Tensor& gn_weight,
+    const at::Tensor& gn_bias, int64_t num_groups, std::optional<int64_t> padding, double eps) {
+  return conv1d_gn_mish_outputs(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps, true);
 }
 
 // ---------------------------------------------------------------- registration
@@ -489,8 +622,10 @@ JK_LIBRARY(m) {
         "Tensor? noise=None, str prediction_type=\"epsilon\", bool clip_sample=True, float clip_sample_range=1.0, "
         "bool set_alpha_to_one=True, bool use_clipped_model_output=False, Generator? generator=None) -> Tensor",
         jk::draws_tags());
-  jk::def_differentiable(m, "conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, int num_groups, "
-        "int? padding=None, float eps=1e-05) -> Tensor");
+  jk::def_differentiable_saving(m, "conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, "
+        "int num_groups, int? padding=None, float eps=1e-05) -> Tensor", "Tensor conv_out");
+  jk::def_not_differentiable(m, "gn_mish_backward(Tensor grad, Tensor conv_out, Tensor gn_weight, Tensor gn_bias, "
+        "int num_groups, float eps) -> (Tensor, Tensor, Tensor)");
 }
 
 // The schedule is a small host-side table with no tensor inputs: one kernel for every backend.
@@ -499,7 +634,9 @@ JK_LIBRARY_IMPL(CompositeExplicitAutograd, m) { m.impl("ddpm_schedule", &ddpm_sc
 #define DIFFUSION_IMPLS(m)                       \
   m.impl("ddpm_step", &ddpm_step);               \
   m.impl("ddim_step", &ddim_step);               \
-  m.impl("conv1d_gn_mish", &conv1d_gn_mish)
+  m.impl("conv1d_gn_mish", &conv1d_gn_mish);                       \
+  m.impl("conv1d_gn_mish_autograd", &conv1d_gn_mish_keeping_conv);  \
+  m.impl("gn_mish_backward", &gn_mish_backward)
 
 JK_LIBRARY_IMPL(CPU, m) { DIFFUSION_IMPLS(m); }
 JK_LIBRARY_IMPL(Meta, m) { DIFFUSION_IMPLS(m); }

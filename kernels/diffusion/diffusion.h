@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #ifdef JK_WITH_CUDA
 #include "cuda_launch.cuh"  // the launchers' jk::CudaTensor and jk::CudaLaunch (light: no tensor header)
@@ -225,6 +226,18 @@ C10_HOST_DEVICE inline float mish_given_exp(float h, float e) {
   return h * (n / (n + 2.0f));
 }
 
+// Mish's derivative tanh(sp) + h sech^2(sp) sigmoid(h), sp = softplus(h), from e = exp(min(h, clamp))
+// (mish_derivative_clamp) as mish_given_exp: with n = e (e + 2), tanh(sp) = n / (n + 2), sech^2(sp) =
+// 4 (n + 1) / (n + 2)^2 (1 - tanh^2 would cancel where tanh is near 1) and sigmoid(h) = e / (1 + e).
+// Past the clamp the derivative is 1 in the type; NaN stays NaN.
+template <typename acc_t>
+C10_HOST_DEVICE inline acc_t mish_derivative_given_exp(acc_t h, acc_t e) {
+  const acc_t n = e * (e + acc_t(2)), d = n + acc_t(2);
+  return n / d + h * (acc_t(4) * (n + acc_t(1)) / (d * d)) * (e / (acc_t(1) + e));
+}
+template <typename acc_t>
+constexpr acc_t mish_derivative_clamp() { return std::is_same_v<acc_t, double> ? acc_t(40) : acc_t(20); }
+
 // Mish(h) = h * tanh(softplus(h)), as torch computes it (double).
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t mish(acc_t h) {
@@ -261,6 +274,12 @@ bool conv1d_gn_mish_direct_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& ou
                                 const jk::CudaTensor& weight, const jk::CudaTensor& bias,
                                 const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups,
                                 int64_t pad, double eps);
+// The backward of out = Mish(GroupNorm(z)) (gn_mish_backward): grad_z, and per (batch, channel) the partial
+// sums of gn_weight's and gn_bias's gradients (partial_weight, partial_bias: (B, C) in the accumulation
+// type). grad and z: (B, C, L), contiguous, of gn_weight's dtype.
+void gn_mish_backward_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& grad_z, const jk::CudaTensor& partial_weight,
+                           const jk::CudaTensor& partial_bias, const jk::CudaTensor& grad, const jk::CudaTensor& z,
+                           const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups, double eps);
 // out = Mish(GroupNorm(y + bias)) for a convolution result y of out's shape, in out's dtype or its
 // accumulation type; bias (per channel, out's dtype) may be undefined.
 void gn_mish_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& y,

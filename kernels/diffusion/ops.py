@@ -27,7 +27,7 @@ check_numbers: Callable      # loader.check_numbers: refuses a float argument gi
 register_drawing_vmap: Callable  # loader.register_drawing_vmap: vmap's randomness for an op that draws
 _ops = getattr(torch.ops, NAMESPACE)
 
-__all__ = ["ddpm_schedule", "ddpm_step", "ddim_step", "conv1d_gn_mish", "SCHEDULE_COLUMNS"]
+__all__ = ["ddpm_schedule", "ddpm_step", "ddim_step", "conv1d_gn_mish", "gn_mish_backward", "SCHEDULE_COLUMNS"]
 
 # Columns of the schedule table (see diffusion.h), exported: ddpm_schedule's docstring sends the reader here.
 SCHEDULE_COLUMNS = (
@@ -233,20 +233,36 @@ def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     slower there), then runs one fused GroupNorm + Mish pass. Where PyTorch convolves in a half type
     (cuDNN, the CPU's bfloat16 with AVX-512), the convolution's output is rounded to it before the
     GroupNorm, as in eager PyTorch.
-    Differentiable in x, weight, bias, gn_weight and gn_bias: the backward recomputes the convolution
-    and GroupNorm with PyTorch ops and runs eager autograd's backward kernels (in x's dtype on CUDA,
-    float32 for half types on the CPU); with create_graph=True (second derivatives) it applies the
-    GroupNorm / Mish derivatives as a formula in float32 instead (those kernels have no derivatives).
+    Differentiable in x, weight, bias, gn_weight and gn_bias: a call that records a gradient keeps the
+    convolution's output (B, C_out, L_out) in x's dtype, as eager autograd keeps it, and convolves
+    separately from the GroupNorm; the backward runs GroupNorm + Mish's in one kernel, then PyTorch's
+    convolution backward (in x's dtype on CUDA, float32 for half types on the CPU). With create_graph=True
+    (second derivatives) it recomputes the forward with PyTorch ops and applies the GroupNorm / Mish
+    derivatives as a formula in float32 instead (the kernel has no derivatives).
     """
     check_numbers(eps=eps)
     return _ops.conv1d_gn_mish(x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps)
+
+
+def gn_mish_backward(grad: torch.Tensor, conv_out: torch.Tensor, gn_weight: torch.Tensor, gn_bias: torch.Tensor,
+                     num_groups: int, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward of out = F.mish(F.group_norm(conv_out, num_groups, gn_weight, gn_bias, eps)) for the
+    gradient `grad` of out: (grad of conv_out, grad of gn_weight, grad of gn_bias), in one kernel where
+    torch runs three. conv1d_gn_mish's backward uses it. conv_out: (B, C, L); gn_weight, gn_bias: (C,),
+    all of one dtype (float32, float64, float16, bfloat16; accumulated in float32, float64 for float64).
+    Its outputs are constants for autograd (create_graph=True through conv1d_gn_mish takes a formula)."""
+    check_numbers(eps=eps)
+    return _ops.gn_mish_backward(grad, conv_out, gn_weight, gn_bias, num_groups, eps)
 
 
 # ---------------------------------------------------------------- autograd of conv1d_gn_mish
 
 def _conv_setup(ctx, inputs, output):
     x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps = inputs
-    ctx.save_for_backward(x, weight, bias, gn_weight, gn_bias)
+    _, conv_out = output  # the autograd twin's: the convolution's output (bias added) for the backward
+    ctx.mark_non_differentiable(conv_out)
+    ctx.set_materialize_grads(False)  # conv_out is dropped (jk.h's route_autograd): no zeros of its size
+    ctx.save_for_backward(x, weight, bias, gn_weight, gn_bias, conv_out)
     ctx.num_groups, ctx.eps = num_groups, eps
     ctx.padding = weight.shape[2] // 2 if padding is None else padding
 
@@ -263,10 +279,10 @@ def _conv_gn_recomputed(xf, wf, bf, gw, gb, groups, pad, eps):
     return zn.reshape(b, c, length) * gw[:, None] + gb[:, None], zn, rstd
 
 
-def _conv_backward(ctx, grad):
-    if not torch.is_grad_enabled():  # a plain backward (no create_graph): torch's own backward kernels
-        return _conv_backward_by_torch_kernels(ctx, grad)
-    x, weight, bias, gn_weight, gn_bias = ctx.saved_tensors
+def _conv_backward(ctx, grad, _):
+    if not torch.is_grad_enabled():  # a plain backward (no create_graph): the kept convolution output
+        return _conv_backward_from_conv_out(ctx, grad)
+    x, weight, bias, gn_weight, gn_bias, _ = ctx.saved_tensors
     groups, eps, pad = ctx.num_groups, ctx.eps, ctx.padding
     ct = torch.float64 if x.dtype == torch.float64 else torch.float32
     xf, wf, gw, gb, g = x.to(ct), weight.to(ct), gn_weight.to(ct), gn_bias.to(ct), grad.to(ct)
@@ -292,30 +308,26 @@ def _conv_backward(ctx, grad):
             cast(grad_gb, gn_bias), None, None, None)
 
 
-def _conv_backward_by_torch_kernels(ctx, grad):
-    """The backward eager autograd runs (GroupNorm's and Mish's fused backward kernels, then the convolution's)
-    after recomputing the convolution and GroupNorm: ~7 launches, 16-bit kernels on CUDA accumulating in float32.
-    The formula in _conv_backward took ~30 launches and convolved 16-bit inputs in float32: forward + backward
-    was 1.2-2.1x eager's (session 53's sweep, H200). Those kernels have no derivatives of their own, so a backward
-    with create_graph=True takes the formula. 16-bit inputs on the CPU are computed in float32 (PyTorch's 16-bit
-    CPU convolutions are 10-20x slower)."""
-    x, weight, bias, gn_weight, gn_bias = ctx.saved_tensors
-    groups, eps, pad = ctx.num_groups, ctx.eps, ctx.padding
+def _conv_backward_from_conv_out(ctx, grad):
+    """GroupNorm + Mish's backward in one kernel (gn_mish_backward) from the convolution output the forward
+    kept, then the convolution's (torch's). Session 53's backward recomputed the convolution and ran torch's
+    GroupNorm and Mish backward kernels: 1.3-1.4x eager's forward + backward (H200). No derivatives of its
+    own, so a backward with create_graph=True takes the formula. 16-bit inputs on the CPU are computed in
+    float32 (PyTorch's 16-bit CPU convolutions are 10-20x slower)."""
+    x, weight, bias, gn_weight, gn_bias, conv_out = ctx.saved_tensors
+    if grad is None:
+        return (None,) * 8
     dtype = torch.float32 if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    x_, weight_, gn_weight_ = x.to(dtype), weight.to(dtype), gn_weight.to(dtype)
-    z = F.conv1d(x_, weight_, None if bias is None else bias.to(dtype), padding=pad)
-    b, c, length = z.shape
-    h, mean, rstd = torch.ops.aten.native_group_norm(z, gn_weight_, gn_bias.to(dtype), b, c, length, groups, eps)
-    dh = torch.ops.aten.mish_backward(grad.to(dtype), h)
+    grad_z, grad_gw, grad_gb = gn_mish_backward(grad.to(dtype), conv_out.to(dtype), gn_weight.to(dtype),
+                                                     gn_bias.to(dtype), ctx.num_groups, ctx.eps)
     need = ctx.needs_input_grad
-    dz, grad_gw, grad_gb = torch.ops.aten.native_group_norm_backward(
-        dh, z, mean, rstd, gn_weight_, b, c, length, groups, [any(need[:3]), need[3], need[4]])
     grad_x = grad_w = grad_b = None
     if any(need[:3]):
         grad_x, grad_w, grad_b = torch.ops.aten.convolution_backward(
-            dz, x_, weight_, [c] if bias is not None else None, [1], [pad], [1], False, [0], 1,
-            [need[0], need[1], bias is not None and need[2]])
-    pairs = ((grad_x, x), (grad_w, weight), (grad_b, bias), (grad_gw, gn_weight), (grad_gb, gn_bias))
+            grad_z, x.to(dtype), weight.to(dtype), [grad_z.shape[1]] if bias is not None else None, [1],
+            [ctx.padding], [1], False, [0], 1, [need[0], need[1], bias is not None and need[2]])
+    pairs = ((grad_x, x), (grad_w, weight), (grad_b, bias), (grad_gw if need[3] else None, gn_weight),
+             (grad_gb if need[4] else None, gn_bias))
     return tuple(None if gr is None else gr.to(like.dtype) for gr, like in pairs) + (None,) * 3
 
 
@@ -324,7 +336,7 @@ def _conv_forward_formula(value, x, weight, bias, gn_weight, gn_bias, num_groups
     pad = weight.shape[2] // 2 if padding is None else padding
     h, _, _ = _conv_gn_recomputed(x.to(ct), weight.to(ct), None if bias is None else bias.to(ct), gn_weight.to(ct),
                                   gn_bias.to(ct), num_groups, pad, eps)
-    return F.mish(h)
+    return F.mish(h), None  # the twin's conv_out is dropped
 
 
 register_autograd(f"{NAMESPACE}::conv1d_gn_mish", _conv_backward, setup_context=_conv_setup,

@@ -122,3 +122,10 @@ def conv1d_gn_mish(x, weight, bias, gn_weight, gn_bias, num_groups, padding=None
     if padding is None:
         padding = weight.shape[-1] // 2
     return F.mish(F.group_norm(F.conv1d(x, weight, bias, padding=padding), num_groups, gn_weight, gn_bias, eps))
+
+
+def gn_mish_backward(grad, conv_out, gn_weight, gn_bias, num_groups, eps=1e-5):
+    with torch.enable_grad():
+        z, w, b = (t.detach().requires_grad_() for t in (conv_out, gn_weight, gn_bias))
+        out = F.mish(F.group_norm(z, num_groups, w, b, eps))
+        return torch.autograd.grad(out, (z, w, b), grad)
