@@ -631,11 +631,11 @@ JK_LIBRARY(m) {
 // The schedule is a small host-side table with no tensor inputs: one kernel for every backend.
 JK_LIBRARY_IMPL(CompositeExplicitAutograd, m) { m.impl("ddpm_schedule", &ddpm_schedule); }
 
-#define DIFFUSION_IMPLS(m)                       \
-  m.impl("ddpm_step", &ddpm_step);               \
-  m.impl("ddim_step", &ddim_step);               \
+#define DIFFUSION_IMPLS(m)                                         \
+  m.impl("ddpm_step", &ddpm_step);                                 \
+  m.impl("ddim_step", &ddim_step);                                 \
   m.impl("conv1d_gn_mish", &conv1d_gn_mish);                       \
-  m.impl("conv1d_gn_mish_autograd", &conv1d_gn_mish_keeping_conv);  \
+  m.impl("conv1d_gn_mish_autograd", &conv1d_gn_mish_keeping_conv); \
   m.impl("gn_mish_backward", &gn_mish_backward)
 
 JK_LIBRARY_IMPL(CPU, m) { DIFFUSION_IMPLS(m); }
