@@ -123,7 +123,7 @@ SPECS = [
                     "gn_bias": _rand(d, 8), "num_groups": 4},
          reference=lambda **kw: loader.diffusion.reference.gn_mish_backward(**kw),
          bad_scalars=[("num_groups", 3), ("num_groups", 0), ("eps", math.nan), ("eps", -1.0)],
-         row_free_outputs=(1, 2)),
+         row_free_outputs=(1, 2, 3)),
     Spec("linalg", "matrix_inverse_root", lambda d: {"A": _spd(d, 6)},
          bad_scalars=[("p", 0), ("p", -2), ("p", 33), ("eps", math.nan), ("eps", -1.0), ("fallback", "maybe")],
          any_batch=("A",)),

@@ -13,7 +13,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/sum.h>
-#include <ATen/ops/zeros_like.h>
+#include <ATen/ops/zeros.h>
 
 #include <string_view>
 #include <type_traits>
@@ -438,18 +438,17 @@ inline double mish_derivative_cpu(double h) {
 }
 
 // gn_mish_backward's CPU loop (the CUDA kernel's maths): one task per (batch, group), the statistics in
-// double as gn_mish_cpu's; per (batch, channel) partial sums of gn_weight's and gn_bias's gradients.
+// double as gn_mish_cpu's; per (channel, batch row) the sums of dh * zn, dh and grad_z into partials (3, C, B).
 template <typename scalar_t>
-void gn_mish_backward_cpu(const at::Tensor& grad_z, const at::Tensor& partial_weight, const at::Tensor& partial_bias,
-                          const at::Tensor& grad, const at::Tensor& z, const at::Tensor& gn_weight,
-                          const at::Tensor& gn_bias, int64_t groups, double eps) {
+void gn_mish_backward_cpu(const at::Tensor& grad_z, const at::Tensor& partials, const at::Tensor& grad,
+                          const at::Tensor& z, const at::Tensor& gn_weight, const at::Tensor& gn_bias, int64_t groups,
+                          double eps) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t channels = z.size(1), length = z.size(2), cg = channels / groups, n = cg * length;
+  const int64_t batch = z.size(0), channels = z.size(1), length = z.size(2), cg = channels / groups, n = cg * length;
   const scalar_t* gamma = gn_weight.const_data_ptr<scalar_t>();
   const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
-  acc_t* part_w = partial_weight.mutable_data_ptr<acc_t>();
-  acc_t* part_b = partial_bias.mutable_data_ptr<acc_t>();
-  at::parallel_for(0, z.size(0) * groups, std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(n, 1)),
+  acc_t* sums = partials.mutable_data_ptr<acc_t>();
+  at::parallel_for(0, batch * groups, std::max<int64_t>(1, jk::kCpuGrain / std::max<int64_t>(n, 1)),
                    [&](int64_t begin, int64_t end) {
     std::vector<acc_t> v(n), dzn(n), row(length);  // the group's z, grad then dh * gamma, one channel's grad_z
     for (int64_t bg = begin; bg < end; ++bg) {
@@ -460,41 +459,47 @@ void gn_mish_backward_cpu(const at::Tensor& grad_z, const at::Tensor& partial_we
       const double mean = sum / n;
       for (int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
       const double rstd = 1.0 / std::sqrt(sq / n + eps);
-      const int64_t ch0 = bg % groups * cg, at0 = bg / groups * channels + ch0;
+      const int64_t b = bg / groups, ch0 = bg % groups * cg;
+      // sums[(j * C + channel) * B + b]: j = 0 dh * zn, 1 dh, 2 grad_z
+      const auto partial = [&](int64_t j, int64_t c) -> acc_t& { return sums[(j * channels + ch0 + c) * batch + b]; };
       double dzn_sum = 0, dzn_zn_sum = 0;
       for (int64_t c = 0; c < cg; ++c) {
-        const double g = static_cast<double>(gamma[ch0 + c]), b = static_cast<double>(beta[ch0 + c]);
+        const double g = static_cast<double>(gamma[ch0 + c]), shift = static_cast<double>(beta[ch0 + c]);
         double weight_sum = 0, bias_sum = 0;
         for (int64_t i = c * length; i < (c + 1) * length; ++i) {
           const double zn = (v[i] - mean) * rstd;
-          const acc_t dh = dzn[i] * mish_derivative_cpu(static_cast<acc_t>(zn * g + b));
+          const acc_t dh = dzn[i] * mish_derivative_cpu(static_cast<acc_t>(zn * g + shift));
           weight_sum += dh * zn;
           bias_sum += dh;
           dzn[i] = static_cast<acc_t>(dh * g);
         }
-        part_w[at0 + c] = static_cast<acc_t>(weight_sum);
-        part_b[at0 + c] = static_cast<acc_t>(bias_sum);
+        partial(0, c) = static_cast<acc_t>(weight_sum);
+        partial(1, c) = static_cast<acc_t>(bias_sum);
         dzn_sum += g * bias_sum;
         dzn_zn_sum += g * weight_sum;
       }
       for (int64_t c = 0; c < cg; ++c) {
+        double dz_sum = 0;
         for (int64_t l = 0; l < length; ++l) {
           const int64_t i = c * length + l;
           row[l] = static_cast<acc_t>(rstd * (dzn[i] - dzn_sum / n - (v[i] - mean) * rstd * dzn_zn_sum / n));
+          dz_sum += row[l];
         }
+        partial(2, c) = static_cast<acc_t>(dz_sum);
         jk::narrow(row.data(), grad_z.mutable_data_ptr<scalar_t>() + bg * n + c * length, length);
       }
     }
   });
 }
 
-// The backward of out = Mish(GroupNorm(conv_out)) with gn_weight and gn_bias: (grad_conv_out, grad_gn_weight,
-// grad_gn_bias), for conv1d_gn_mish's backward (ops.py) from the z its autograd twin kept. torch's
-// GroupNorm and Mish backward kernels took 3 launches and, at a diffusion policy's short lengths, most of
-// its backward time (see gn_mish_backward_kernel).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> gn_mish_backward(const at::Tensor& grad, const at::Tensor& conv_out,
-                                                                const at::Tensor& gn_weight, const at::Tensor& gn_bias,
-                                                                int64_t num_groups, double eps) {
+// The backward of out = Mish(GroupNorm(conv_out)) with gn_weight and gn_bias: grad_conv_out and, in one (3, C)
+// tensor, the gradients of gn_weight, of gn_bias and of a bias the convolution added (grad_conv_out summed over
+// batch and length; ops.py's face hands them out as three tensors), for conv1d_gn_mish's backward (ops.py) from the z its autograd twin kept. torch's
+// GroupNorm and Mish backward kernels and the bias's sum took 5 launches and, at a diffusion policy's short
+// lengths, much of its backward time (see gn_mish_backward_kernel).
+std::tuple<at::Tensor, at::Tensor> gn_mish_backward(
+    const at::Tensor& grad, const at::Tensor& conv_out, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
+    int64_t num_groups, double eps) {
   jk::check_float(conv_out, "conv_out");
   jk::check_dim(conv_out, "conv_out", 3);
   jk::check_same_device(conv_out, "conv_out", grad, "grad");
@@ -516,25 +521,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gn_mish_backward(const at::Tensor
   }
   TORCH_CHECK_VALUE(std::isfinite(eps) && eps >= 0, "eps must be a finite number >= 0, got ", jk::num(eps));
   at::Tensor grad_z = at::empty_symint(conv_out.sym_sizes(), conv_out.options());
-  if (conv_out.is_meta()) return {grad_z, at::empty_like(gn_weight), at::empty_like(gn_bias)};
-  if (conv_out.numel() == 0) return {grad_z, at::zeros_like(gn_weight), at::zeros_like(gn_bias)};
+  if (conv_out.is_meta()) return {grad_z, at::empty_symint({3, channels}, gn_weight.options())};
+  if (conv_out.numel() == 0) return {grad_z, at::zeros({3, conv_out.size(1)}, gn_weight.options())};
   const at::ScalarType acc = conv_out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  const at::Tensor partial_weight = at::empty({conv_out.size(0), conv_out.size(1)}, conv_out.options().dtype(acc));
-  const at::Tensor partial_bias = at::empty_like(partial_weight);
+  // (3, C, B): the batch innermost, so that one contiguous reduction sums it for all three
+  const at::Tensor partials = at::empty({3, conv_out.size(1), conv_out.size(0)}, conv_out.options().dtype(acc));
   const at::Tensor gc = grad.contiguous(), zc = conv_out.contiguous();
   const at::Tensor gamma = gn_weight.contiguous(), beta = gn_bias.contiguous();
 #ifdef JK_WITH_CUDA
   if (conv_out.is_cuda()) {
     jk::TorchCudaLaunch launch(conv_out.device());
-    gn_mish_backward_cuda(launch, grad_z, partial_weight, partial_bias, gc, zc, gamma, beta, num_groups, eps);
+    gn_mish_backward_cuda(launch, grad_z, partials, gc, zc, gamma, beta, num_groups, eps);
   } else
 #endif
   {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, conv_out.scalar_type(), "gn_mish_backward_cpu", [&] {
-      gn_mish_backward_cpu<scalar_t>(grad_z, partial_weight, partial_bias, gc, zc, gamma, beta, num_groups, eps);
+      gn_mish_backward_cpu<scalar_t>(grad_z, partials, gc, zc, gamma, beta, num_groups, eps);
     });
   }
-  return {grad_z, partial_weight.sum(0).to(gn_weight.scalar_type()), partial_bias.sum(0).to(gn_bias.scalar_type())};
+  return {grad_z, partials.sum(-1).to(gn_weight.scalar_type())};
 }
 
 // out = Mish(GroupNorm(Conv1d(x))), and with keep_conv the convolution's output z (bias added, in x's
@@ -625,7 +630,7 @@ JK_LIBRARY(m) {
   jk::def_differentiable_saving(m, "conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, "
         "int num_groups, int? padding=None, float eps=1e-05) -> Tensor", "Tensor conv_out");
   jk::def_not_differentiable(m, "gn_mish_backward(Tensor grad, Tensor conv_out, Tensor gn_weight, Tensor gn_bias, "
-        "int num_groups, float eps) -> (Tensor, Tensor, Tensor)");
+        "int num_groups, float eps) -> (Tensor, Tensor)");
 }
 
 // The schedule is a small host-side table with no tensor inputs: one kernel for every backend.

@@ -226,17 +226,17 @@ C10_HOST_DEVICE inline float mish_given_exp(float h, float e) {
   return h * (n / (n + 2.0f));
 }
 
-// Mish's derivative tanh(sp) + h sech^2(sp) sigmoid(h), sp = softplus(h), from e = exp(min(h, clamp))
-// (mish_derivative_clamp) as mish_given_exp: with n = e (e + 2), tanh(sp) = n / (n + 2), sech^2(sp) =
-// 4 (n + 1) / (n + 2)^2 (1 - tanh^2 would cancel where tanh is near 1) and sigmoid(h) = e / (1 + e).
-// Past the clamp the derivative is 1 in the type; NaN stays NaN.
+// Mish's derivative tanh(sp) + h sech^2(sp) sigmoid(h), sp = softplus(h), from e = exp(min(h, clamp)): with
+// n = e (e + 2) and d = n + 2, tanh(sp) = n / d, sech^2(sp) = 4 (n + 1) / d^2 (1 - tanh^2 would cancel where tanh
+// is near 1) and sigmoid(h) = e / (1 + e), over one common denominator (one division). Past the clamp (15 for
+// float, 40 for double) the derivative is 1 in the type, and d^2 (1 + e) still fits it; NaN stays NaN.
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t mish_derivative_given_exp(acc_t h, acc_t e) {
-  const acc_t n = e * (e + acc_t(2)), d = n + acc_t(2);
-  return n / d + h * (acc_t(4) * (n + acc_t(1)) / (d * d)) * (e / (acc_t(1) + e));
+  const acc_t n = e * (e + acc_t(2)), d = n + acc_t(2), one_e = acc_t(1) + e;
+  return (n * d * one_e + acc_t(4) * h * (n + acc_t(1)) * e) / (d * d * one_e);
 }
 template <typename acc_t>
-constexpr acc_t mish_derivative_clamp() { return std::is_same_v<acc_t, double> ? acc_t(40) : acc_t(20); }
+C10_HOST_DEVICE constexpr acc_t mish_derivative_clamp() { return std::is_same_v<acc_t, double> ? acc_t(40) : acc_t(15); }
 
 // Mish(h) = h * tanh(softplus(h)), as torch computes it (double).
 template <typename acc_t>
@@ -274,12 +274,13 @@ bool conv1d_gn_mish_direct_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& ou
                                 const jk::CudaTensor& weight, const jk::CudaTensor& bias,
                                 const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups,
                                 int64_t pad, double eps);
-// The backward of out = Mish(GroupNorm(z)) (gn_mish_backward): grad_z, and per (batch, channel) the partial
-// sums of gn_weight's and gn_bias's gradients (partial_weight, partial_bias: (B, C) in the accumulation
-// type). grad and z: (B, C, L), contiguous, of gn_weight's dtype.
-void gn_mish_backward_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& grad_z, const jk::CudaTensor& partial_weight,
-                           const jk::CudaTensor& partial_bias, const jk::CudaTensor& grad, const jk::CudaTensor& z,
-                           const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups, double eps);
+// The backward of out = Mish(GroupNorm(z)) (gn_mish_backward): grad_z, and per (channel, batch row) the sums
+// over the row's positions of dh * zn, dh and grad_z (partials (3, C, B) in the accumulation type: summed over
+// B, gn_weight's, gn_bias's and a convolution bias's gradients). grad and z: (B, C, L), contiguous, of
+// gn_weight's dtype.
+void gn_mish_backward_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& grad_z, const jk::CudaTensor& partials,
+                           const jk::CudaTensor& grad, const jk::CudaTensor& z, const jk::CudaTensor& gn_weight,
+                           const jk::CudaTensor& gn_bias, int64_t groups, double eps);
 // out = Mish(GroupNorm(y + bias)) for a convolution result y of out's shape, in out's dtype or its
 // accumulation type; bias (per channel, out's dtype) may be undefined.
 void gn_mish_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::CudaTensor& y,

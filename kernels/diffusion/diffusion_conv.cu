@@ -180,26 +180,129 @@ void gn_mish_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::C
 // ---------------------------------------------------------------- GroupNorm + Mish backward
 
 __device__ __forceinline__ float mish_derivative_one_exp(float h) {
-  return mish_derivative_given_exp(h, ::expf(h < 20.0f ? h : 20.0f));
+  return mish_derivative_given_exp(h, ::expf(h < mish_derivative_clamp<float>() ? h : mish_derivative_clamp<float>()));
 }
 __device__ __forceinline__ double mish_derivative_one_exp(double h) {
   return mish_derivative_given_exp(h, ::exp(h < mish_derivative_clamp<double>() ? h : mish_derivative_clamp<double>()));
 }
 
-// One block per (batch, group), a warp per channel (lanes over its positions), so the per-channel sums
-// are warp reductions in a fixed order: the results do not change from run to run. The group's values
-// are read four times (the statistics' two passes, the sums, grad_z): from L1/L2 after the first.
-// (torch's GroupNorm backward took 80 us at B = 256, 512 channels, L = 16 on an H200, in a kernel per
-// (batch, channel): session 53's profile.)
-template <typename scalar_t>
-__global__ void gn_mish_backward_kernel(const scalar_t* __restrict__ grad, const scalar_t* __restrict__ z,
-                                        const scalar_t* __restrict__ gamma, const scalar_t* __restrict__ beta,
-                                        scalar_t* __restrict__ grad_z, jk::opmath_t<scalar_t>* __restrict__ partial_weight,
-                                        jk::opmath_t<scalar_t>* __restrict__ partial_bias, int64_t groups, int64_t cg,
-                                        int64_t length, double eps) {
+// Writes the group's per-channel sums of dh * zn, dh and grad_z (gn_weight's, gn_bias's and a convolution
+// bias's gradients, one batch row's share) from shared memory to partials (3, C, B). In a fixed order, so
+// the results do not change from run to run: a thread per channel for short rows, else a warp. `sums` holds
+// three arrays of m values, channel c's position l at c * stride + l: an odd stride keeps a thread per
+// channel off each other's banks (a stride of 16 had 16 threads on one bank).
+template <typename acc_t>
+__device__ void store_channel_sums(const acc_t* sums, int64_t m, int64_t stride, int64_t cg, int64_t length,
+                                   int64_t channels, int64_t batch, int64_t ch0, int64_t b, acc_t* __restrict__ partials) {
+  const auto store = [&](int64_t c, acc_t w, acc_t bias, acc_t dz) {
+    partials[(ch0 + c) * batch + b] = w;
+    partials[(channels + ch0 + c) * batch + b] = bias;
+    partials[(2 * channels + ch0 + c) * batch + b] = dz;
+  };
+  if (length <= 32) {
+    for (int64_t c = threadIdx.x; c < cg; c += blockDim.x) {
+      acc_t w = 0, bias = 0, dz = 0;
+      for (int64_t i = c * stride; i < c * stride + length; ++i) {
+        w += sums[i];
+        bias += sums[m + i];
+        dz += sums[2 * m + i];
+      }
+      store(c, w, bias, dz);
+    }
+    return;
+  }
+  const int lane = threadIdx.x % 32;
+  for (int64_t c = threadIdx.x / 32; c < cg; c += blockDim.x / 32) {
+    acc_t w = 0, bias = 0, dz = 0;
+    for (int64_t i = c * stride + lane; i < c * stride + length; i += 32) {
+      w += sums[i];
+      bias += sums[m + i];
+      dz += sums[2 * m + i];
+    }
+    w = jk::warp_sum(w);
+    bias = jk::warp_sum(bias);
+    dz = jk::warp_sum(dz);
+    if (lane == 0) store(c, w, bias, dz);
+  }
+}
+
+// One block per (batch, group) as gn_mish_kernel, the group's z and grad in registers (groups of up to
+// kGnThreads * kPerThread values): four block sums (the statistics, then those of dzn = dh * gamma and
+// dzn * zn), grad_z, and the per-element terms of the channel sums in shared memory (3n values).
+// (torch's GroupNorm backward took 80 us at B = 256, 512 channels, L = 16 on an H200: session 53's
+// profile; a first version of this kernel, a warp per channel and Mish' computed twice, took 58-64 us.)
+template <typename scalar_t, int kPerThread>
+__global__ void __launch_bounds__(kGnThreads) gn_mish_backward_kernel(
+    const scalar_t* __restrict__ grad, const scalar_t* __restrict__ z, const scalar_t* __restrict__ gamma,
+    const scalar_t* __restrict__ beta, scalar_t* __restrict__ grad_z, jk::opmath_t<scalar_t>* __restrict__ partials,
+    int groups, int cg, int length, float inv_length, int64_t batch, double eps) {
   using acc_t = jk::opmath_t<scalar_t>;
   __shared__ acc_t scratch[32];
-  const int64_t bg = blockIdx.x, n = cg * length, ch0 = (bg % groups) * cg;
+  extern __shared__ unsigned char shared_bytes[];
+  acc_t* sums = reinterpret_cast<acc_t*>(shared_bytes);  // dh * zn, dh, grad_z (store_channel_sums' layout)
+  const int64_t bg = blockIdx.x;
+  const int n = cg * length, ch0 = static_cast<int>(bg % groups) * cg, stride = length | 1, m = cg * stride;
+  acc_t v[kPerThread], g[kPerThread];
+  int channel[kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {  // every load issued before any use
+    const int i = k * blockDim.x + threadIdx.x;
+    v[k] = i < n ? static_cast<acc_t>(z[bg * n + i]) : acc_t(0);
+    g[k] = i < n ? static_cast<acc_t>(grad[bg * n + i]) : acc_t(0);
+    channel[k] = ch0 + static_cast<int>((static_cast<float>(i) + 0.5f) * inv_length);  // gn_mish_kernel's
+  }
+  acc_t sum = 0;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) sum += v[k];  // zero past n
+  const acc_t mean = jk::block_sum(sum, scratch) / static_cast<acc_t>(n);
+  acc_t sq = 0;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const acc_t d = k * blockDim.x + threadIdx.x < n ? v[k] - mean : acc_t(0);
+    sq += d * d;
+  }
+  const acc_t rstd = acc_t(1) / ::sqrt(jk::block_sum(sq, scratch) / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
+  acc_t dzn_sum = 0, dzn_zn_sum = 0;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {  // v becomes zn, g becomes dzn
+    const int i = k * blockDim.x + threadIdx.x;
+    if (i < n) {
+      const acc_t zn = (v[k] - mean) * rstd, scale = static_cast<acc_t>(gamma[channel[k]]);
+      const acc_t dh = g[k] * mish_derivative_one_exp(zn * scale + static_cast<acc_t>(beta[channel[k]]));
+      const int at = i + (channel[k] - ch0) * (stride - length);  // channel c's position l: c * stride + l
+      sums[at] = dh * zn;
+      sums[m + at] = dh;
+      v[k] = zn;
+      g[k] = dh * scale;
+      dzn_sum += g[k];
+      dzn_zn_sum += g[k] * zn;
+    }
+  }
+  const acc_t dzn_mean = jk::block_sum(dzn_sum, scratch) / static_cast<acc_t>(n);
+  const acc_t dzn_zn_mean = jk::block_sum(dzn_zn_sum, scratch) / static_cast<acc_t>(n);
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = k * blockDim.x + threadIdx.x;
+    if (i < n) {
+      const acc_t dz = rstd * (g[k] - dzn_mean - v[k] * dzn_zn_mean);
+      grad_z[bg * n + i] = static_cast<scalar_t>(dz);
+      sums[2 * m + i + (channel[k] - ch0) * (stride - length)] = dz;
+    }
+  }
+  __syncthreads();
+  store_channel_sums(sums, m, stride, cg, length, static_cast<int64_t>(groups) * cg, batch, ch0, bg / groups, partials);
+}
+
+// The same for groups too large for registers and shared memory: a warp per channel, z and grad read four
+// times (the statistics' two passes, the block sums, grad_z), Mish' computed twice.
+template <typename scalar_t>
+__global__ void gn_mish_backward_streaming_kernel(
+    const scalar_t* __restrict__ grad, const scalar_t* __restrict__ z, const scalar_t* __restrict__ gamma,
+    const scalar_t* __restrict__ beta, scalar_t* __restrict__ grad_z, jk::opmath_t<scalar_t>* __restrict__ partials,
+    int64_t groups, int64_t cg, int64_t length, int64_t batch, double eps) {
+  using acc_t = jk::opmath_t<scalar_t>;
+  __shared__ acc_t scratch[32];
+  const int64_t bg = blockIdx.x, n = cg * length, ch0 = (bg % groups) * cg, b = bg / groups, channels = groups * cg;
   const scalar_t* zg = z + bg * n;
   const scalar_t* gg = grad + bg * n;
   acc_t sum = 0;
@@ -212,57 +315,81 @@ __global__ void gn_mish_backward_kernel(const scalar_t* __restrict__ grad, const
   }
   const acc_t rstd = acc_t(1) / ::sqrt(jk::block_sum(sq, scratch) / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  // dh = grad * Mish'(h) at position i of channel c, with its normalized value zn
-  const auto dh_at = [&](int64_t c, int64_t i, acc_t& zn) {
+  const auto dh_at = [&](int64_t c, int64_t i, acc_t& zn) {  // dh = grad * Mish'(h), and zn
     zn = (static_cast<acc_t>(zg[i]) - mean) * rstd;
     const acc_t h = zn * static_cast<acc_t>(gamma[ch0 + c]) + static_cast<acc_t>(beta[ch0 + c]);
     return static_cast<acc_t>(gg[i]) * mish_derivative_one_exp(h);
   };
-  acc_t dzn_sum = 0, dzn_zn_sum = 0;  // over the group of dzn = dh * gamma and of dzn * zn (lane 0s)
+  acc_t dzn_sum = 0, dzn_zn_sum = 0;  // lane 0s
   for (int64_t c = warp; c < cg; c += warps) {
     acc_t weight_sum = 0, bias_sum = 0;
-    for (int64_t l = lane; l < length; l += 32) {
+    for (int64_t i = c * length + lane; i < (c + 1) * length; i += 32) {
       acc_t zn;
-      const acc_t dh = dh_at(c, c * length + l, zn);
+      const acc_t dh = dh_at(c, i, zn);
       weight_sum += dh * zn;
       bias_sum += dh;
     }
     weight_sum = jk::warp_sum(weight_sum);
     bias_sum = jk::warp_sum(bias_sum);
     if (lane == 0) {
-      const int64_t at = bg / groups * groups * cg + ch0 + c;  // (batch, channel)
-      partial_weight[at] = weight_sum;
-      partial_bias[at] = bias_sum;
-      const acc_t g = static_cast<acc_t>(gamma[ch0 + c]);
-      dzn_sum += g * bias_sum;
-      dzn_zn_sum += g * weight_sum;
+      partials[(ch0 + c) * batch + b] = weight_sum;
+      partials[(channels + ch0 + c) * batch + b] = bias_sum;
+      dzn_sum += static_cast<acc_t>(gamma[ch0 + c]) * bias_sum;
+      dzn_zn_sum += static_cast<acc_t>(gamma[ch0 + c]) * weight_sum;
     }
   }
   const acc_t dzn_mean = jk::block_sum(dzn_sum, scratch) / static_cast<acc_t>(n);
   const acc_t dzn_zn_mean = jk::block_sum(dzn_zn_sum, scratch) / static_cast<acc_t>(n);
   for (int64_t c = warp; c < cg; c += warps) {
-    const acc_t g = static_cast<acc_t>(gamma[ch0 + c]);
-    for (int64_t l = lane; l < length; l += 32) {
+    const acc_t scale = static_cast<acc_t>(gamma[ch0 + c]);
+    acc_t dz_sum = 0;
+    for (int64_t i = c * length + lane; i < (c + 1) * length; i += 32) {
       acc_t zn;
-      const int64_t i = c * length + l;
-      const acc_t dh = dh_at(c, i, zn);
-      grad_z[bg * n + i] = static_cast<scalar_t>(rstd * (dh * g - dzn_mean - zn * dzn_zn_mean));
+      const acc_t dz = rstd * (dh_at(c, i, zn) * scale - dzn_mean - zn * dzn_zn_mean);
+      grad_z[bg * n + i] = static_cast<scalar_t>(dz);
+      dz_sum += dz;
     }
+    dz_sum = jk::warp_sum(dz_sum);
+    if (lane == 0) partials[(2 * channels + ch0 + c) * batch + b] = dz_sum;
   }
 }
 
-void gn_mish_backward_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& grad_z, const jk::CudaTensor& partial_weight,
-                           const jk::CudaTensor& partial_bias, const jk::CudaTensor& grad, const jk::CudaTensor& z,
-                           const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups, double eps) {
-  const int64_t cg = z.size(1) / groups;
-  const int threads = 32 * static_cast<int>(std::min<int64_t>(8, cg));  // a warp per channel
+void gn_mish_backward_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& grad_z, const jk::CudaTensor& partials,
+                           const jk::CudaTensor& grad, const jk::CudaTensor& z, const jk::CudaTensor& gn_weight,
+                           const jk::CudaTensor& gn_bias, int64_t groups, double eps) {
+  const int64_t batch = z.size(0), batch_groups = batch * groups, cg = z.size(1) / groups, length = z.size(2);
+  const int64_t n = cg * length;
+  const cudaStream_t stream = launch.stream;
   jk::dispatch_float(z.scalar_type(), [&](auto zero) {
     using scalar_t = decltype(zero);
     using acc_t = jk::opmath_t<scalar_t>;
-    gn_mish_backward_kernel<scalar_t><<<z.size(0) * groups, threads, 0, launch.stream>>>(
-        grad.const_data_ptr<scalar_t>(), z.const_data_ptr<scalar_t>(), gn_weight.const_data_ptr<scalar_t>(),
-        gn_bias.const_data_ptr<scalar_t>(), grad_z.mutable_data_ptr<scalar_t>(), partial_weight.mutable_data_ptr<acc_t>(),
-        partial_bias.mutable_data_ptr<acc_t>(), groups, cg, z.size(2), eps);
+    const scalar_t* grad_data = grad.const_data_ptr<scalar_t>();
+    const scalar_t* z_data = z.const_data_ptr<scalar_t>();
+    const scalar_t* gamma = gn_weight.const_data_ptr<scalar_t>();
+    const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
+    scalar_t* dst = grad_z.mutable_data_ptr<scalar_t>();
+    acc_t* partial_sums = partials.mutable_data_ptr<acc_t>();
+    const auto in_registers = [&](auto per_thread) {
+      constexpr int kPerThread = decltype(per_thread)::value;
+      const int threads = static_cast<int>(std::min<int64_t>(kGnThreads, (n + kPerThread - 1) / kPerThread + 31) / 32 * 32);
+      const size_t shared = 3 * cg * (length | 1) * sizeof(acc_t);  // at most 3 * 1536 values (length 2)
+      gn_mish_backward_kernel<scalar_t, kPerThread><<<batch_groups, threads, shared, stream>>>(
+          grad_data, z_data, gamma, beta, dst, partial_sums, static_cast<int>(groups), static_cast<int>(cg),
+          static_cast<int>(length), 1.0f / static_cast<float>(length), batch, eps);
+    };
+    if (n <= kGnThreads) {
+      in_registers(std::integral_constant<int, 1>{});
+    } else if (n <= 2 * kGnThreads) {
+      in_registers(std::integral_constant<int, 2>{});
+    } else if (n <= 4 * kGnThreads) {
+      in_registers(std::integral_constant<int, 4>{});
+    } else if (n <= 8 * kGnThreads) {
+      in_registers(std::integral_constant<int, 8>{});
+    } else {
+      const int threads = 32 * static_cast<int>(std::min<int64_t>(16, cg));  // a warp per channel
+      gn_mish_backward_streaming_kernel<scalar_t><<<batch_groups, threads, 0, stream>>>(
+          grad_data, z_data, gamma, beta, dst, partial_sums, groups, cg, length, batch, eps);
+    }
   });
   JK_CUDA_LAUNCH_CHECK(launch);
 }

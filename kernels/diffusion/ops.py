@@ -245,14 +245,16 @@ def conv1d_gn_mish(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def gn_mish_backward(grad: torch.Tensor, conv_out: torch.Tensor, gn_weight: torch.Tensor, gn_bias: torch.Tensor,
-                     num_groups: int, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     num_groups: int, eps: float = 1e-5) -> tuple[torch.Tensor, ...]:
     """The backward of out = F.mish(F.group_norm(conv_out, num_groups, gn_weight, gn_bias, eps)) for the
-    gradient `grad` of out: (grad of conv_out, grad of gn_weight, grad of gn_bias), in one kernel where
-    torch runs three. conv1d_gn_mish's backward uses it. conv_out: (B, C, L); gn_weight, gn_bias: (C,),
+    gradient `grad` of out: (grad of conv_out, grad of gn_weight, grad of gn_bias, grad_conv_bias), the last
+    grad of conv_out summed over batch and length (the gradient of a bias the convolution added), in one
+    kernel where torch runs five. conv1d_gn_mish's backward uses it. conv_out: (B, C, L); gn_weight, gn_bias: (C,),
     all of one dtype (float32, float64, float16, bfloat16; accumulated in float32, float64 for float64).
     Its outputs are constants for autograd (create_graph=True through conv1d_gn_mish takes a formula)."""
     check_numbers(eps=eps)
-    return _ops.gn_mish_backward(grad, conv_out, gn_weight, gn_bias, num_groups, eps)
+    grad_conv_out, sums = _ops.gn_mish_backward(grad, conv_out, gn_weight, gn_bias, num_groups, eps)
+    return grad_conv_out, *sums.unbind(0)
 
 
 # ---------------------------------------------------------------- autograd of conv1d_gn_mish
@@ -280,6 +282,8 @@ def _conv_gn_recomputed(xf, wf, bf, gw, gb, groups, pad, eps):
 
 
 def _conv_backward(ctx, grad, _):
+    if grad is None:  # no gradient for the output (gradcheck's undefined-gradient check): grads are not materialized
+        return (None,) * 8
     if not torch.is_grad_enabled():  # a plain backward (no create_graph): the kept convolution output
         return _conv_backward_from_conv_out(ctx, grad)
     x, weight, bias, gn_weight, gn_bias, _ = ctx.saved_tensors
@@ -309,25 +313,23 @@ def _conv_backward(ctx, grad, _):
 
 
 def _conv_backward_from_conv_out(ctx, grad):
-    """GroupNorm + Mish's backward in one kernel (gn_mish_backward) from the convolution output the forward
-    kept, then the convolution's (torch's). Session 53's backward recomputed the convolution and ran torch's
-    GroupNorm and Mish backward kernels: 1.3-1.4x eager's forward + backward (H200). No derivatives of its
-    own, so a backward with create_graph=True takes the formula. 16-bit inputs on the CPU are computed in
-    float32 (PyTorch's 16-bit CPU convolutions are 10-20x slower)."""
+    """GroupNorm + Mish's backward and the convolution bias's gradient in one kernel (gn_mish_backward) from the
+    convolution output the forward kept, then the convolution's input and weight gradients (torch's). Session 53's
+    backward recomputed the convolution and ran torch's GroupNorm and Mish backward kernels: 1.3-1.4x eager's
+    forward + backward (H200). No derivatives of its own, so a backward with create_graph=True takes the formula.
+    16-bit inputs on the CPU are computed in float32 (PyTorch's 16-bit CPU convolutions are 10-20x slower)."""
     x, weight, bias, gn_weight, gn_bias, conv_out = ctx.saved_tensors
-    if grad is None:
-        return (None,) * 8
     dtype = torch.float32 if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    grad_z, grad_gw, grad_gb = gn_mish_backward(grad.to(dtype), conv_out.to(dtype), gn_weight.to(dtype),
-                                                     gn_bias.to(dtype), ctx.num_groups, ctx.eps)
+    grad_z, grad_gw, grad_gb, grad_b = gn_mish_backward(grad.to(dtype), conv_out.to(dtype), gn_weight.to(dtype),
+                                                         gn_bias.to(dtype), ctx.num_groups, ctx.eps)
     need = ctx.needs_input_grad
-    grad_x = grad_w = grad_b = None
-    if any(need[:3]):
-        grad_x, grad_w, grad_b = torch.ops.aten.convolution_backward(
-            grad_z, x.to(dtype), weight.to(dtype), [grad_z.shape[1]] if bias is not None else None, [1],
-            [ctx.padding], [1], False, [0], 1, [need[0], need[1], bias is not None and need[2]])
-    pairs = ((grad_x, x), (grad_w, weight), (grad_b, bias), (grad_gw if need[3] else None, gn_weight),
-             (grad_gb if need[4] else None, gn_bias))
+    grad_x = grad_w = None
+    if need[0] or need[1]:
+        grad_x, grad_w, _ = torch.ops.aten.convolution_backward(
+            grad_z, x.to(dtype), weight.to(dtype), None, [1], [ctx.padding], [1], False, [0], 1,
+            [need[0], need[1], False])
+    pairs = ((grad_x, x), (grad_w, weight), (grad_b if need[2] and bias is not None else None, bias),
+             (grad_gw if need[3] else None, gn_weight), (grad_gb if need[4] else None, gn_bias))
     return tuple(None if gr is None else gr.to(like.dtype) for gr, like in pairs) + (None,) * 3
 
 

@@ -128,4 +128,5 @@ def gn_mish_backward(grad, conv_out, gn_weight, gn_bias, num_groups, eps=1e-5):
     with torch.enable_grad():
         z, w, b = (t.detach().requires_grad_() for t in (conv_out, gn_weight, gn_bias))
         out = F.mish(F.group_norm(z, num_groups, w, b, eps))
-        return torch.autograd.grad(out, (z, w, b), grad)
+        grad_z, grad_w, grad_b = torch.autograd.grad(out, (z, w, b), grad)
+        return grad_z, grad_w, grad_b, grad_z.sum((0, 2))
