@@ -319,18 +319,20 @@ def _conv_backward_from_conv_out(ctx, grad):
     forward + backward (H200). No derivatives of its own, so a backward with create_graph=True takes the formula.
     16-bit inputs on the CPU are computed in float32 (PyTorch's 16-bit CPU convolutions are 10-20x slower)."""
     x, weight, bias, gn_weight, gn_bias, conv_out = ctx.saved_tensors
-    dtype = torch.float32 if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16) else x.dtype
-    grad_z, grad_gw, grad_gb, grad_b = gn_mish_backward(grad.to(dtype), conv_out.to(dtype), gn_weight.to(dtype),
-                                                         gn_bias.to(dtype), ctx.num_groups, ctx.eps)
+    widen = x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16)
+    # (each .to() costs host time even as a no-op: this backward is host-bound at a diffusion policy's sizes)
+    cast, back = (lambda t: t.float(), lambda t: t.to(x.dtype)) if widen else (lambda t: t, lambda t: t)
+    grad_z, sums = _ops.gn_mish_backward(cast(grad), cast(conv_out), cast(gn_weight), cast(gn_bias), ctx.num_groups,
+                                         ctx.eps)
     need = ctx.needs_input_grad
     grad_x = grad_w = None
     if need[0] or need[1]:
         grad_x, grad_w, _ = torch.ops.aten.convolution_backward(
-            grad_z, x.to(dtype), weight.to(dtype), None, [1], [ctx.padding], [1], False, [0], 1,
-            [need[0], need[1], False])
-    pairs = ((grad_x, x), (grad_w, weight), (grad_b if need[2] and bias is not None else None, bias),
-             (grad_gw if need[3] else None, gn_weight), (grad_gb if need[4] else None, gn_bias))
-    return tuple(None if gr is None else gr.to(like.dtype) for gr, like in pairs) + (None,) * 3
+            grad_z, cast(x), cast(weight), None, [1], [ctx.padding], [1], False, [0], 1, [need[0], need[1], False])
+    grad_gw, grad_gb, grad_b = sums.unbind(0)
+    return tuple(back(gr) if wanted else None for gr, wanted in (
+        (grad_x, need[0]), (grad_w, need[1]), (grad_b, need[2] and bias is not None), (grad_gw, need[3]),
+        (grad_gb, need[4]))) + (None,) * 3
 
 
 def _conv_forward_formula(value, x, weight, bias, gn_weight, gn_bias, num_groups, padding, eps):
