@@ -131,6 +131,23 @@ __global__ void gn_mish_streaming_kernel(const in_t* __restrict__ y, const scala
                          eps, scratch);
 }
 
+// Calls launch(per_thread, threads) with the fewest values per thread (1, 2, 4 or 8, an integral_constant) that hold
+// a group of n values in at most kGnThreads threads, and those threads; returns false, launching nothing, when the
+// group needs more (the streaming kernels take it).
+template <typename F>
+bool launch_group_in_registers(int64_t n, F&& launch) {
+  const auto with = [&](auto per_thread) {
+    constexpr int kPerThread = decltype(per_thread)::value;
+    launch(per_thread, static_cast<int>(std::min<int64_t>(kGnThreads, (n + kPerThread - 1) / kPerThread + 31) / 32 * 32));
+    return true;
+  };
+  if (n <= kGnThreads) return with(std::integral_constant<int, 1>{});
+  if (n <= 2 * kGnThreads) return with(std::integral_constant<int, 2>{});
+  if (n <= 4 * kGnThreads) return with(std::integral_constant<int, 4>{});
+  if (n <= 8 * kGnThreads) return with(std::integral_constant<int, 8>{});
+  return false;
+}
+
 template <typename scalar_t, typename in_t>
 void launch_gn_mish(jk::CudaLaunch& launch, const jk::CudaTensor& out, const in_t* y, const jk::CudaTensor& bias,
                     const jk::CudaTensor& gn_weight, const jk::CudaTensor& gn_bias, int64_t groups, double eps) {
@@ -140,22 +157,12 @@ void launch_gn_mish(jk::CudaLaunch& launch, const jk::CudaTensor& out, const in_
   const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
   scalar_t* dst = out.mutable_data_ptr<scalar_t>();
   const cudaStream_t stream = launch.stream;
-  const auto in_registers = [&](auto per_thread) {
-    constexpr int kPerThread = decltype(per_thread)::value;
-    const int threads = static_cast<int>(std::min<int64_t>(kGnThreads, (n + kPerThread - 1) / kPerThread + 31) / 32 * 32);
-    gn_mish_kernel<scalar_t, in_t, kPerThread><<<batch_groups, threads, 0, stream>>>(
+  const bool in_registers = launch_group_in_registers(n, [&](auto per_thread, int threads) {
+    gn_mish_kernel<scalar_t, in_t, decltype(per_thread)::value><<<batch_groups, threads, 0, stream>>>(
         y, bias_data, gamma, beta, dst, static_cast<int>(groups), static_cast<int>(cg), static_cast<int>(length),
         1.0f / static_cast<float>(length), eps);
-  };
-  if (n <= kGnThreads) {
-    in_registers(std::integral_constant<int, 1>{});
-  } else if (n <= 2 * kGnThreads) {
-    in_registers(std::integral_constant<int, 2>{});
-  } else if (n <= 4 * kGnThreads) {
-    in_registers(std::integral_constant<int, 4>{});
-  } else if (n <= 8 * kGnThreads) {
-    in_registers(std::integral_constant<int, 8>{});
-  } else {
+  });
+  if (!in_registers) {
     const int threads = static_cast<int>(std::min<int64_t>(512, (n + 31) / 32 * 32));
     gn_mish_streaming_kernel<scalar_t><<<batch_groups, threads, 0, stream>>>(y, bias_data, gamma, beta, dst, groups,
                                                                              cg, length, eps);
@@ -369,23 +376,13 @@ void gn_mish_backward_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& grad_z,
     const scalar_t* beta = gn_bias.const_data_ptr<scalar_t>();
     scalar_t* dst = grad_z.mutable_data_ptr<scalar_t>();
     acc_t* partial_sums = partials.mutable_data_ptr<acc_t>();
-    const auto in_registers = [&](auto per_thread) {
-      constexpr int kPerThread = decltype(per_thread)::value;
-      const int threads = static_cast<int>(std::min<int64_t>(kGnThreads, (n + kPerThread - 1) / kPerThread + 31) / 32 * 32);
-      const size_t shared = 3 * cg * (length | 1) * sizeof(acc_t);  // at most 3 * 1536 values (length 2)
-      gn_mish_backward_kernel<scalar_t, kPerThread><<<batch_groups, threads, shared, stream>>>(
+    const size_t shared = 3 * cg * (length | 1) * sizeof(acc_t);  // at most 3 * 1536 values (length 2)
+    const bool in_registers = launch_group_in_registers(n, [&](auto per_thread, int threads) {
+      gn_mish_backward_kernel<scalar_t, decltype(per_thread)::value><<<batch_groups, threads, shared, stream>>>(
           grad_data, z_data, gamma, beta, dst, partial_sums, static_cast<int>(groups), static_cast<int>(cg),
           static_cast<int>(length), 1.0f / static_cast<float>(length), batch, eps);
-    };
-    if (n <= kGnThreads) {
-      in_registers(std::integral_constant<int, 1>{});
-    } else if (n <= 2 * kGnThreads) {
-      in_registers(std::integral_constant<int, 2>{});
-    } else if (n <= 4 * kGnThreads) {
-      in_registers(std::integral_constant<int, 4>{});
-    } else if (n <= 8 * kGnThreads) {
-      in_registers(std::integral_constant<int, 8>{});
-    } else {
+    });
+    if (!in_registers) {
       const int threads = 32 * static_cast<int>(std::min<int64_t>(16, cg));  // a warp per channel
       gn_mish_backward_streaming_kernel<scalar_t><<<batch_groups, threads, 0, stream>>>(
           grad_data, z_data, gamma, beta, dst, partial_sums, groups, cg, length, batch, eps);
