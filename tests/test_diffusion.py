@@ -919,6 +919,25 @@ def test_gn_mish_backward_matches_reference(device, shape, dtype):
         assert torch.equal(g, a)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_gn_mish_backward_where_mish_is_linear(device, dtype):
+    """GroupNorm outputs h from 14 to 1e30, where Mish' is 1: the float formula over one denominator overflows from
+    h ~ 17.7 without its clamp at 15, and the CPU first clamped at 20, so a whole group's gradients were NaN, for
+    default-initialised layers too (an outlier of a large group reaches h > 17.7: session 54's review); held at the
+    clamp, the formula grew with h (374306 at 1e18)."""
+    z = torch.randn(3, 8, 20, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    grad = torch.randn(3, 8, 20, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    gw = torch.full((8,), 1e-3, dtype=torch.float64)  # h ~ gn_bias
+    gb = torch.tensor([14.0, 15.0, 17.8, 19.0, 25.0, 60.0, 1e18, 1e30], dtype=torch.float64)
+    args = [t.to(device=device, dtype=dtype) for t in (grad, z, gw, gb)]
+    got = D.gn_mish_backward(*args, 2, 1e-5)
+    ct = torch.float64 if dtype == torch.float64 else torch.float32
+    want = R.gn_mish_backward(*(t.to(ct) for t in args), 2, 1e-5)
+    for g, w in zip(got, want):
+        assert torch.isfinite(g).all()
+        torch.testing.assert_close(g.to(ct), w, rtol=TOLERANCES[dtype][0], atol=TOLERANCES[dtype][1] * w.abs().max())
+
+
 @pytest.mark.parametrize("shape", [(2, 4, 6, 7, 3, 3), (1, 256, 256, 16, 5, 8), (64, 32, 64, 40, 5, 8)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_conv1d_gn_mish_keeps_the_convolution_for_backward(device, shape):

@@ -310,12 +310,13 @@ inline void def_differentiable(torch::Library& m, const char* schema, const std:
 // The same for an op whose backward needs an intermediate its kernel makes anyway (conv1d_gn_mish's
 // convolution output): recomputing it in the backward cost more than keeping it. The twin returns the
 // op's outputs and then `saved` (schema return types, e.g. "Tensor conv_out"), which setup_context saves
-// and route_autograd drops; the family implements the twin's kernels itself (those below autograd).
+// and route_autograd drops; the family implements the twin's kernels itself (those below autograd). The
+// twin is internal: its saved outputs are constants for autograd (setup_context marks them so).
 inline void def_differentiable_saving(torch::Library& m, const char* schema, const char* saved,
                                       const std::vector<at::Tag>& tags = {}) {
   const std::string text(schema);
   const std::string twin = define<&route_autograd>(m, text, /*promote=*/true, tags) + kAutogradTwin;
-  const size_t arrow = text.find("->");
+  const size_t arrow = text.rfind("->");  // (a default string could hold one)
   std::string returns = text.substr(text.find_first_not_of(' ', arrow + 2));
   if (returns.front() == '(') returns = returns.substr(1, returns.rfind(')') - 1);
   m.def((twin + text.substr(text.find('('), arrow - text.find('(')) + "-> (" + returns + ", " + saved + ")").c_str(),

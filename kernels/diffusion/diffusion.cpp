@@ -428,9 +428,9 @@ void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& g
   });
 }
 
-// Mish' on the CPU, from one exponential as mish_cpu.
+// Mish' on the CPU, from one exponential as mish_cpu (e = 0 below -87, as there).
 inline float mish_derivative_cpu(float h) {
-  const float e = jk::exp_float(h < 20.0f ? h : 20.0f);
+  const float e = jk::exp_float(h < mish_derivative_clamp<float>() ? h : mish_derivative_clamp<float>());
   return mish_derivative_given_exp(h, h > -87.0f ? e : 0.0f);
 }
 inline double mish_derivative_cpu(double h) {

@@ -228,15 +228,18 @@ C10_HOST_DEVICE inline float mish_given_exp(float h, float e) {
 
 // Mish's derivative tanh(sp) + h sech^2(sp) sigmoid(h), sp = softplus(h), from e = exp(min(h, clamp)): with
 // n = e (e + 2) and d = n + 2, tanh(sp) = n / d, sech^2(sp) = 4 (n + 1) / d^2 (1 - tanh^2 would cancel where tanh
-// is near 1) and sigmoid(h) = e / (1 + e), over one common denominator (one division). Past the clamp (15 for
-// float, 40 for double) the derivative is 1 in the type, and d^2 (1 + e) still fits it; NaN stays NaN.
+// is near 1) and sigmoid(h) = e / (1 + e), over one common denominator (one division), which still fits the type
+// at the clamp (15 for float: d^2 (1 + e) ~ e^5; 40 for double). From the clamp on the derivative is 1 in the
+// type (the formula with e held there would grow with h); NaN stays NaN.
+template <typename acc_t>
+C10_HOST_DEVICE constexpr acc_t mish_derivative_clamp() { return std::is_same_v<acc_t, double> ? acc_t(40) : acc_t(15); }
+
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t mish_derivative_given_exp(acc_t h, acc_t e) {
   const acc_t n = e * (e + acc_t(2)), d = n + acc_t(2), one_e = acc_t(1) + e;
-  return (n * d * one_e + acc_t(4) * h * (n + acc_t(1)) * e) / (d * d * one_e);
+  return h >= mish_derivative_clamp<acc_t>() ? acc_t(1)
+                                             : (n * d * one_e + acc_t(4) * h * (n + acc_t(1)) * e) / (d * d * one_e);
 }
-template <typename acc_t>
-C10_HOST_DEVICE constexpr acc_t mish_derivative_clamp() { return std::is_same_v<acc_t, double> ? acc_t(40) : acc_t(15); }
 
 // Mish(h) = h * tanh(softplus(h)), as torch computes it (double).
 template <typename acc_t>

@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(kGnThreads) gn_mish_backward_kernel(
     int groups, int cg, int length, float inv_length, int64_t batch, double eps) {
   using acc_t = jk::opmath_t<scalar_t>;
   __shared__ acc_t scratch[32];
-  extern __shared__ unsigned char shared_bytes[];
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
   acc_t* sums = reinterpret_cast<acc_t*>(shared_bytes);  // dh * zn, dh, grad_z (store_channel_sums' layout)
   const int64_t bg = blockIdx.x;
   const int n = cg * length, ch0 = static_cast<int>(bg % groups) * cg, stride = length | 1, m = cg * stride;
