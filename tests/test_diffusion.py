@@ -942,8 +942,9 @@ def test_gn_mish_backward_where_mish_is_linear(device, dtype):
                          ids=lambda s: "x".join(map(str, s)))
 def test_conv1d_gn_mish_keeps_the_convolution_for_backward(device, shape):
     """A call that records a gradient goes to the op's twin, which also returns the convolution's output (bias added):
-    the backward saves it instead of recomputing the convolution. The op itself still returns one tensor. (TF32 off:
-    cuDNN's convolutions, ours on its route and the reference's, then round as little as the direct kernel.)"""
+    the backward saves it instead of recomputing the convolution. The op itself still returns one tensor. shape:
+    (B, C_in, C_out, L, K, groups). (TF32 off, so that cuDNN's convolutions, ours and the reference's, round no more
+    than the direct kernel: with TF32 on, the kept output's comparison failed on the GPU.)"""
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
         _check_kept_convolution(device, *shape)
 

@@ -157,6 +157,7 @@ inline void check_positive(double value, const char* name) {
 // with one of these, and tests check that none is left to the fallback (tests/test_autograd.py) and
 // what each does under torch.autocast (tests/test_autocast.py):
 // - def_differentiable: ops.py gives the derivative (loader.register_autograd);
+// - def_differentiable_saving: the same, its twin also returning what the backward keeps;
 // - def_not_differentiable: the outputs are constants for autograd (samplers, selections);
 // - def_in_place: writes into an argument and has no derivative.
 // An op that draws random numbers takes draws_tags(), {nondeterministic_seeded}: torch.compile then never
@@ -198,7 +199,8 @@ inline void call_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeyS
 // route_autograd (C++), which calls the kernels below autograd unless grad mode is on and a tensor
 // argument requires grad, or one carries a forward-mode tangent; only then does the call go to the op's
 // twin `<name>_autograd` (same schema), whose Autograd kernel is the Python one and whose kernel below
-// autograd calls the op again (call_original).
+// autograd calls the op again (call_original). (def_differentiable_saving's twin returns more, from the
+// family's own kernels.)
 constexpr const char* kAutogradTwin = "_autograd";
 
 inline void route_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -274,7 +276,7 @@ inline void no_backend_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet
                               "runs CPU tensors only)");
 }
 
-// ---- the three ways to define an op
+// ---- the ways to define an op
 
 // m.def(schema, tags) with `kernel` at the Autograd key and, unless the op writes in place, the Autocast
 // kernels. Returns the op's name.

@@ -428,14 +428,12 @@ void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& g
   });
 }
 
-// Mish' on the CPU, from one exponential as mish_cpu (e = 0 below -87, as there).
+// Mish' on the CPU: float's exponential from jk::exp_float with e = 0 below -87, as mish_cpu.
 inline float mish_derivative_cpu(float h) {
   const float e = jk::exp_float(h < mish_derivative_clamp<float>() ? h : mish_derivative_clamp<float>());
   return mish_derivative_given_exp(h, h > -87.0f ? e : 0.0f);
 }
-inline double mish_derivative_cpu(double h) {
-  return mish_derivative_given_exp(h, std::exp(std::min(h, mish_derivative_clamp<double>())));
-}
+inline double mish_derivative_cpu(double h) { return mish_derivative(h); }
 
 // gn_mish_backward's CPU loop (the CUDA kernel's maths): one task per (batch, group), the statistics in
 // double as gn_mish_cpu's; per (channel, batch row) the sums of dh * zn, dh and grad_z into partials (3, C, B).
@@ -460,8 +458,9 @@ void gn_mish_backward_cpu(const at::Tensor& grad_z, const at::Tensor& partials, 
       for (int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
       const double rstd = 1.0 / std::sqrt(sq / n + eps);
       const int64_t b = bg / groups, ch0 = bg % groups * cg;
-      // sums[(j * C + channel) * B + b]: j = 0 dh * zn, 1 dh, 2 grad_z
-      const auto partial = [&](int64_t j, int64_t c) -> acc_t& { return sums[(j * channels + ch0 + c) * batch + b]; };
+      const auto partial = [&](int64_t j, int64_t c) -> acc_t& {
+        return sums[partial_at(j, ch0 + c, b, channels, batch)];
+      };
       double dzn_sum = 0, dzn_zn_sum = 0;
       for (int64_t c = 0; c < cg; ++c) {
         const double g = static_cast<double>(gamma[ch0 + c]), shift = static_cast<double>(beta[ch0 + c]);
@@ -492,10 +491,11 @@ void gn_mish_backward_cpu(const at::Tensor& grad_z, const at::Tensor& partials, 
   });
 }
 
-// The backward of out = Mish(GroupNorm(conv_out)) with gn_weight and gn_bias: grad_conv_out and, in one (3, C)
-// tensor, the gradients of gn_weight, of gn_bias and of a bias the convolution added (grad_conv_out summed over
-// batch and length; ops.py's face hands them out as three tensors), for conv1d_gn_mish's backward (ops.py) from the z its autograd twin kept. torch's
-// GroupNorm and Mish backward kernels and the bias's sum took 5 launches and, at a diffusion policy's short
+// The backward of out = Mish(GroupNorm(conv_out)) with gn_weight and gn_bias: grad_conv_out (grad_z below) and,
+// in one (3, C) tensor, the gradients of gn_weight, of gn_bias and of a bias the convolution added (grad_conv_out
+// summed over batch and length; ops.py's face hands them out as three tensors). conv1d_gn_mish's backward
+// (ops.py) calls it with the conv_out its autograd twin kept. One kernel and one reduction over the batch, where
+// torch's GroupNorm and Mish backward and the bias's sum took 5 launches and, at a diffusion policy's short
 // lengths, much of its backward time (see gn_mish_backward_kernel).
 std::tuple<at::Tensor, at::Tensor> gn_mish_backward(
     const at::Tensor& grad, const at::Tensor& conv_out, const at::Tensor& gn_weight, const at::Tensor& gn_bias,
@@ -524,7 +524,7 @@ std::tuple<at::Tensor, at::Tensor> gn_mish_backward(
   if (conv_out.is_meta()) return {grad_z, at::empty_symint({3, channels}, gn_weight.options())};
   if (conv_out.numel() == 0) return {grad_z, at::zeros({3, conv_out.size(1)}, gn_weight.options())};
   const at::ScalarType acc = conv_out.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  // (3, C, B): the batch innermost, so that one contiguous reduction sums it for all three
+  // (3, C, B): partial_at's layout
   const at::Tensor partials = at::empty({3, conv_out.size(1), conv_out.size(0)}, conv_out.options().dtype(acc));
   const at::Tensor gc = grad.contiguous(), zc = conv_out.contiguous();
   const at::Tensor gamma = gn_weight.contiguous(), beta = gn_bias.contiguous();
@@ -577,6 +577,8 @@ std::tuple<at::Tensor, at::Tensor> conv1d_gn_mish_outputs(
       if (!keep_conv) bias_left = b;
     }
     gn_mish_cuda(launch, out, y, bias_left, gamma, beta, num_groups, eps);
+    // A half-type z is rounded where the forward's GroupNorm read the float32 y (the direct kernel's): the
+    // backward's statistics are then those of z, as eager's are of its own rounded convolution output.
     return {out, keep_conv ? y.to(x.scalar_type()) : at::Tensor()};
   }
 #endif
@@ -630,7 +632,7 @@ JK_LIBRARY(m) {
   jk::def_differentiable_saving(m, "conv1d_gn_mish(Tensor x, Tensor weight, Tensor? bias, Tensor gn_weight, Tensor gn_bias, "
         "int num_groups, int? padding=None, float eps=1e-05) -> Tensor", "Tensor conv_out");
   jk::def_not_differentiable(m, "gn_mish_backward(Tensor grad, Tensor conv_out, Tensor gn_weight, Tensor gn_bias, "
-        "int num_groups, float eps) -> (Tensor, Tensor)");
+        "int num_groups, float eps=1e-05) -> (Tensor, Tensor)");
 }
 
 // The schedule is a small host-side table with no tensor inputs: one kernel for every backend.

@@ -241,6 +241,22 @@ C10_HOST_DEVICE inline acc_t mish_derivative_given_exp(acc_t h, acc_t e) {
                                              : (n * d * one_e + acc_t(4) * h * (n + acc_t(1)) * e) / (d * d * one_e);
 }
 
+// Mish' in double, on both devices (float's exponential differs per device: diffusion.cpp, diffusion_conv.cu).
+C10_HOST_DEVICE inline double mish_derivative(double h) {
+  const double at = h < mish_derivative_clamp<double>() ? h : mish_derivative_clamp<double>();
+#ifdef __CUDA_ARCH__
+  return mish_derivative_given_exp(h, ::exp(at));
+#else
+  return mish_derivative_given_exp(h, std::exp(at));
+#endif
+}
+
+// Where gn_mish_backward's partial sum j (0: dh * zn, 1: dh, 2: grad_z) of (channel, batch row b) lies in its
+// (3, C, B) buffer: the batch innermost, so that one contiguous reduction sums it for all three.
+C10_HOST_DEVICE inline int64_t partial_at(int64_t j, int64_t channel, int64_t b, int64_t channels, int64_t batch) {
+  return (j * channels + channel) * batch + b;
+}
+
 // Mish(h) = h * tanh(softplus(h)), as torch computes it (double).
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t mish(acc_t h) {

@@ -189,9 +189,7 @@ void gn_mish_cuda(jk::CudaLaunch& launch, const jk::CudaTensor& out, const jk::C
 __device__ __forceinline__ float mish_derivative_one_exp(float h) {
   return mish_derivative_given_exp(h, ::expf(h < mish_derivative_clamp<float>() ? h : mish_derivative_clamp<float>()));
 }
-__device__ __forceinline__ double mish_derivative_one_exp(double h) {
-  return mish_derivative_given_exp(h, ::exp(h < mish_derivative_clamp<double>() ? h : mish_derivative_clamp<double>()));
-}
+__device__ __forceinline__ double mish_derivative_one_exp(double h) { return mish_derivative(h); }
 
 // Writes the group's per-channel sums of dh * zn, dh and grad_z (gn_weight's, gn_bias's and a convolution
 // bias's gradients, one batch row's share) from shared memory to partials (3, C, B). In a fixed order, so
@@ -202,9 +200,9 @@ template <typename acc_t>
 __device__ void store_channel_sums(const acc_t* sums, int64_t m, int64_t stride, int64_t cg, int64_t length,
                                    int64_t channels, int64_t batch, int64_t ch0, int64_t b, acc_t* __restrict__ partials) {
   const auto store = [&](int64_t c, acc_t w, acc_t bias, acc_t dz) {
-    partials[(ch0 + c) * batch + b] = w;
-    partials[(channels + ch0 + c) * batch + b] = bias;
-    partials[(2 * channels + ch0 + c) * batch + b] = dz;
+    partials[partial_at(0, ch0 + c, b, channels, batch)] = w;
+    partials[partial_at(1, ch0 + c, b, channels, batch)] = bias;
+    partials[partial_at(2, ch0 + c, b, channels, batch)] = dz;
   };
   if (length <= 32) {
     for (int64_t c = threadIdx.x; c < cg; c += blockDim.x) {
@@ -235,9 +233,10 @@ __device__ void store_channel_sums(const acc_t* sums, int64_t m, int64_t stride,
 
 // One block per (batch, group) as gn_mish_kernel, the group's z and grad in registers (groups of up to
 // kGnThreads * kPerThread values): four block sums (the statistics, then those of dzn = dh * gamma and
-// dzn * zn), grad_z, and the per-element terms of the channel sums in shared memory (3n values).
-// (torch's GroupNorm backward took 80 us at B = 256, 512 channels, L = 16 on an H200: session 53's
-// profile; a first version of this kernel, a warp per channel and Mish' computed twice, took 58-64 us.)
+// dzn * zn), grad_z, and the per-element terms of the channel sums in shared memory (3 rows of
+// cg * (length | 1) values). (torch's GroupNorm backward kernel ComputeInternalGradients alone took 80 us at
+// B = 256, 512 channels, L = 16, bfloat16, on an H200: session 53's profile; a first version of this kernel,
+// a warp per channel and Mish' computed twice, took 58-64 us.)
 template <typename scalar_t, int kPerThread>
 __global__ void __launch_bounds__(kGnThreads) gn_mish_backward_kernel(
     const scalar_t* __restrict__ grad, const scalar_t* __restrict__ z, const scalar_t* __restrict__ gamma,
@@ -300,8 +299,8 @@ __global__ void __launch_bounds__(kGnThreads) gn_mish_backward_kernel(
   store_channel_sums(sums, m, stride, cg, length, static_cast<int64_t>(groups) * cg, batch, ch0, bg / groups, partials);
 }
 
-// The same for groups too large for registers and shared memory: a warp per channel, z and grad read four
-// times (the statistics' two passes, the block sums, grad_z), Mish' computed twice.
+// The same for groups too large for registers and shared memory: a warp per channel, z read four times (mean,
+// variance, channel sums, grad_z) and grad twice, Mish' computed twice.
 template <typename scalar_t>
 __global__ void gn_mish_backward_streaming_kernel(
     const scalar_t* __restrict__ grad, const scalar_t* __restrict__ z, const scalar_t* __restrict__ gamma,
@@ -339,8 +338,8 @@ __global__ void gn_mish_backward_streaming_kernel(
     weight_sum = jk::warp_sum(weight_sum);
     bias_sum = jk::warp_sum(bias_sum);
     if (lane == 0) {
-      partials[(ch0 + c) * batch + b] = weight_sum;
-      partials[(channels + ch0 + c) * batch + b] = bias_sum;
+      partials[partial_at(0, ch0 + c, b, channels, batch)] = weight_sum;
+      partials[partial_at(1, ch0 + c, b, channels, batch)] = bias_sum;
       dzn_sum += static_cast<acc_t>(gamma[ch0 + c]) * bias_sum;
       dzn_zn_sum += static_cast<acc_t>(gamma[ch0 + c]) * weight_sum;
     }
@@ -357,7 +356,7 @@ __global__ void gn_mish_backward_streaming_kernel(
       dz_sum += dz;
     }
     dz_sum = jk::warp_sum(dz_sum);
-    if (lane == 0) partials[(2 * channels + ch0 + c) * batch + b] = dz_sum;
+    if (lane == 0) partials[partial_at(2, ch0 + c, b, channels, batch)] = dz_sum;
   }
 }
 
