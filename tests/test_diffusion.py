@@ -894,7 +894,8 @@ def test_conv1d_gn_mish_grad_half(device):
 
 # (B, C, L, groups): channel sums by a thread (L <= 32: 16, 5, 1) or by a warp (45, 300), groups held in
 # registers (up to 1024 values; 1024 at the benchmark's 64 channels x 16) and past them (n = 8192: streaming)
-GN_BACKWARD_SHAPES = [(3, 8, 16, 2), (4, 128, 16, 2), (2, 6, 45, 3), (2, 64, 5, 2), (2, 4, 300, 4), (2, 256, 64, 2), (5, 12, 1, 4)]
+GN_BACKWARD_SHAPES = [(3, 8, 16, 2), (4, 128, 16, 2), (2, 6, 45, 3), (2, 64, 5, 2), (2, 4, 300, 4), (2, 256, 64, 2),
+                      (5, 12, 1, 4)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])

@@ -232,7 +232,9 @@ C10_HOST_DEVICE inline float mish_given_exp(float h, float e) {
 // at the clamp (15 for float: d^2 (1 + e) ~ e^5; 40 for double). From the clamp on the derivative is 1 in the
 // type (the formula with e held there would grow with h); NaN stays NaN.
 template <typename acc_t>
-C10_HOST_DEVICE constexpr acc_t mish_derivative_clamp() { return std::is_same_v<acc_t, double> ? acc_t(40) : acc_t(15); }
+C10_HOST_DEVICE constexpr acc_t mish_derivative_clamp() {
+  return std::is_same_v<acc_t, double> ? acc_t(40) : acc_t(15);
+}
 
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t mish_derivative_given_exp(acc_t h, acc_t e) {

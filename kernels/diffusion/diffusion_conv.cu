@@ -149,7 +149,8 @@ template <typename F>
 bool launch_group_in_registers(int64_t n, F&& launch) {
   const auto with = [&](auto per_thread) {
     constexpr int kPerThread = decltype(per_thread)::value;
-    launch(per_thread, static_cast<int>(std::min<int64_t>(kGnThreads, (n + kPerThread - 1) / kPerThread + 31) / 32 * 32));
+    const int64_t threads = std::min<int64_t>(kGnThreads, (n + kPerThread - 1) / kPerThread + 31) / 32 * 32;
+    launch(per_thread, static_cast<int>(threads));
     return true;
   };
   if (n <= kGnThreads) return with(std::integral_constant<int, 1>{});
@@ -209,7 +210,8 @@ __device__ __forceinline__ double mish_derivative_one_exp(double h) { return mis
 // channel off each other's banks (a stride of 16 had 16 threads on one bank).
 template <typename acc_t>
 __device__ void store_channel_sums(const acc_t* sums, int64_t m, int64_t stride, int64_t cg, int64_t length,
-                                   int64_t channels, int64_t batch, int64_t ch0, int64_t b, acc_t* __restrict__ partials) {
+                                   int64_t channels, int64_t batch, int64_t ch0, int64_t b,
+                                   acc_t* __restrict__ partials) {
   const auto store = [&](int64_t c, acc_t w, acc_t bias, acc_t dz) {
     partials[partial_at(0, ch0 + c, b, channels, batch)] = w;
     partials[partial_at(1, ch0 + c, b, channels, batch)] = bias;

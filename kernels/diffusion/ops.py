@@ -249,9 +249,10 @@ def gn_mish_backward(grad: torch.Tensor, conv_out: torch.Tensor, gn_weight: torc
     """The backward of out = F.mish(F.group_norm(conv_out, num_groups, gn_weight, gn_bias, eps)) for the
     gradient `grad` of out: (grad_conv_out, grad_gn_weight, grad_gn_bias, grad_conv_bias), the last
     grad_conv_out summed over batch and length (the gradient of a bias the convolution added), in one kernel
-    and one reduction over the batch where torch launches five kernels. conv1d_gn_mish's backward uses it. conv_out: (B, C, L); gn_weight, gn_bias: (C,),
-    all of one dtype (float32, float64, float16, bfloat16; accumulated in float32, float64 for float64).
-    Its outputs are constants for autograd (create_graph=True through conv1d_gn_mish takes a formula)."""
+    and one reduction over the batch where torch launches five kernels. conv1d_gn_mish's backward uses it.
+    conv_out: (B, C, L); gn_weight, gn_bias: (C,), all of one dtype (float32, float64, float16, bfloat16;
+    accumulated in float32, float64 for float64). Its outputs are constants for autograd (create_graph=True
+    through conv1d_gn_mish takes a formula)."""
     check_numbers(eps=eps)
     grad_conv_out, sums = _ops.gn_mish_backward(grad, conv_out, gn_weight, gn_bias, num_groups, eps)
     return grad_conv_out, *sums.unbind(0)
@@ -316,8 +317,9 @@ def _conv_backward_from_conv_out(ctx, grad):
     """GroupNorm + Mish's backward and the convolution bias's gradient in one kernel (gn_mish_backward) from the
     convolution output the forward kept, then the convolution's input and weight gradients (torch's). Session 53's
     backward recomputed the convolution and ran torch's GroupNorm and Mish backward kernels: forward + backward
-    took 1.15x eager's device time (H200, B=256 bfloat16), 1.3-1.4x its wall time (the shape sweep). No derivatives of its own, so a backward with create_graph=True takes the formula.
-    16-bit inputs on the CPU are computed in float32 (PyTorch's 16-bit CPU convolutions are 10-20x slower)."""
+    took 1.15x eager's device time (H200, B=256 bfloat16), 1.3-1.4x its wall time (the shape sweep). No
+    derivatives of its own, so a backward with create_graph=True takes the formula. 16-bit inputs on the CPU
+    are computed in float32 (PyTorch's 16-bit CPU convolutions are 10-20x slower)."""
     x, weight, bias, gn_weight, gn_bias, conv_out = ctx.saved_tensors
     widen = x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16)
     # (each .to() costs host time even as a no-op: this backward is host-bound at a diffusion policy's sizes)
