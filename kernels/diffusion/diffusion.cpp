@@ -393,6 +393,16 @@ inline float mish_cpu(float h) {
 }
 inline double mish_cpu(double h) { return mish(h); }
 
+// The mean and 1/std of a group's n values, in double: two passes, no cancellation when the mean is large.
+template <typename acc_t>
+std::pair<double, double> group_statistics_cpu(const acc_t* v, int64_t n, double eps) {
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; ++i) sum += v[i];
+  const double mean = sum / n;
+  for (int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
+  return {mean, 1.0 / std::sqrt(sq / n + eps)};
+}
+
 // out = Mish(GroupNorm(y)) for the convolution's output y (B, C, L), contiguous, of dtype Y (out's, or
 // float for a half-type out convolved in float32); one task per (batch, group), the statistics in double.
 template <typename scalar_t, typename Y = scalar_t>
@@ -410,11 +420,7 @@ void gn_mish_cpu(const at::Tensor& out, const at::Tensor& y, const at::Tensor& g
     std::vector<acc_t> v(n), row(length);  // the group's values in acc_t (widened once), one channel's results
     for (int64_t bg = begin; bg < end; ++bg) {
       jk::widen(src + bg * n, v.data(), n);
-      double sum = 0, sq = 0;  // two passes: no cancellation when the mean is large
-      for (int64_t i = 0; i < n; ++i) sum += v[i];
-      const double mean = sum / n;
-      for (int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
-      const double rstd = 1.0 / std::sqrt(sq / n + eps);
+      const auto [mean, rstd] = group_statistics_cpu(v.data(), n, eps);
       const int64_t g = bg % groups;
       for (int64_t c = 0; c < cg; ++c) {
         const int64_t ch = g * cg + c;
@@ -452,11 +458,7 @@ void gn_mish_backward_cpu(const at::Tensor& grad_z, const at::Tensor& partials, 
     for (int64_t bg = begin; bg < end; ++bg) {
       jk::widen(z.const_data_ptr<scalar_t>() + bg * n, v.data(), n);
       jk::widen(grad.const_data_ptr<scalar_t>() + bg * n, dzn.data(), n);
-      double sum = 0, sq = 0;
-      for (int64_t i = 0; i < n; ++i) sum += v[i];
-      const double mean = sum / n;
-      for (int64_t i = 0; i < n; ++i) sq += (v[i] - mean) * (v[i] - mean);
-      const double rstd = 1.0 / std::sqrt(sq / n + eps);
+      const auto [mean, rstd] = group_statistics_cpu(v.data(), n, eps);
       const int64_t b = bg / groups, ch0 = bg % groups * cg;
       const auto partial = [&](int64_t j, int64_t c) -> acc_t& {
         return sums[partial_at(j, ch0 + c, b, channels, batch)];

@@ -35,6 +35,22 @@ namespace diffusion {
 __device__ __forceinline__ float mish_one_exp(float h) { return mish_given_exp(h, ::expf(h < 20.0f ? h : 20.0f)); }
 __device__ __forceinline__ double mish_one_exp(double h) { return mish(h); }
 
+// The mean and 1/std of a group of n values read through value(i) (from memory: twice each), as
+// group_statistics does for one held in registers. Call from every thread of the block.
+template <typename acc_t, typename Value>
+__device__ __forceinline__ void streamed_group_statistics(int64_t n, const Value& value, double eps, acc_t* scratch,
+                                                          acc_t& mean, acc_t& rstd) {
+  acc_t sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += value(i);
+  mean = jk::block_sum(sum, scratch) / static_cast<acc_t>(n);
+  acc_t sq = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const acc_t d = value(i) - mean;
+    sq += d * d;
+  }
+  rstd = acc_t(1) / ::sqrt(jk::block_sum(sq, scratch) / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
+}
+
 // dst = Mish(GroupNorm(src + bias)) for one group's n = channels * length contiguous values; bias (may
 // be null), gamma and beta point at the group's first channel. Two-pass statistics: no cancellation
 // when |mean| >> std. Call from every thread of the block.
@@ -49,16 +65,8 @@ __device__ void group_norm_mish(const in_t* src, out_t* __restrict__ dst, int64_
   const auto value = [&](int64_t i) {
     return static_cast<acc_t>(src[i]) + (bias ? static_cast<acc_t>(bias[channel(i)]) : acc_t(0));
   };
-  acc_t sum = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += value(i);
-  const acc_t mean = jk::block_sum(sum, scratch) / static_cast<acc_t>(n);
-  acc_t sq = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const acc_t d = value(i) - mean;
-    sq += d * d;
-  }
-  const acc_t var = jk::block_sum(sq, scratch) / static_cast<acc_t>(n);
-  const acc_t rstd = acc_t(1) / ::sqrt(var + static_cast<acc_t>(eps));
+  acc_t mean, rstd;
+  streamed_group_statistics(n, value, eps, scratch, mean, rstd);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t c = channel(i);
     const acc_t h = (value(i) - mean) * rstd * static_cast<acc_t>(gamma[c]) + static_cast<acc_t>(beta[c]);
@@ -315,15 +323,8 @@ __global__ void gn_mish_backward_streaming_kernel(
   const int64_t bg = blockIdx.x, n = cg * length, ch0 = (bg % groups) * cg, b = bg / groups, channels = groups * cg;
   const scalar_t* zg = z + bg * n;
   const scalar_t* gg = grad + bg * n;
-  acc_t sum = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sum += static_cast<acc_t>(zg[i]);
-  const acc_t mean = jk::block_sum(sum, scratch) / static_cast<acc_t>(n);
-  acc_t sq = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const acc_t d = static_cast<acc_t>(zg[i]) - mean;
-    sq += d * d;
-  }
-  const acc_t rstd = acc_t(1) / ::sqrt(jk::block_sum(sq, scratch) / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
+  acc_t mean, rstd;
+  streamed_group_statistics(n, [&](int64_t i) { return static_cast<acc_t>(zg[i]); }, eps, scratch, mean, rstd);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const auto dh_at = [&](int64_t c, int64_t i, acc_t& zn) {  // dh = grad * Mish'(h), and zn
     zn = (static_cast<acc_t>(zg[i]) - mean) * rstd;
